@@ -1,0 +1,106 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Shared helpers of the benchmarks: timing, compiled costs, JSON results.
+
+Every benchmark compares against the plain Optax step in the same run:
+interleaved repetitions (the order alternates), medians, and a ratio, because
+absolute times on shared machines are noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+
+RESULTS_DIR = os.path.join(os.path.dirname(__file__), "results")
+
+
+def environment() -> dict[str, Any]:
+    """Versions and hardware, recorded with every result."""
+    import flax
+    import jaxlib
+    import optax
+
+    import boostax
+
+    return {
+        "boostax": boostax.__version__,
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "optax": optax.__version__,
+        "flax": flax.__version__,
+        "python": platform.python_version(),
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def compiled_stats(lowered: jax.stages.Lowered) -> dict[str, float | None]:
+    """FLOPs and memory of a lowered step, read from the compiled executable."""
+    compiled = lowered.compile()
+    cost = compiled.cost_analysis() or {}
+    if isinstance(cost, list):  # older JAX: one dict per computation
+        cost = cost[0] if cost else {}
+    memory = compiled.memory_analysis()
+
+    def read(name):
+        return None if memory is None else getattr(memory, name, None)
+
+    return {
+        "flops": cost.get("flops"),
+        "bytes_accessed": cost.get("bytes accessed"),
+        "temp_bytes": read("temp_size_in_bytes"),
+        "argument_bytes": read("argument_size_in_bytes"),
+        "output_bytes": read("output_size_in_bytes"),
+    }
+
+
+def interleaved_timings(
+    runs: Mapping[str, Callable[[], Any]], *, repetitions: int, steps: int
+) -> dict[str, list[float]]:
+    """Seconds per step of each variant, one sample per repetition.
+
+    Each `runs[name]()` runs `steps` steps and returns something to block on.
+    The variants take turns within each repetition, in alternating order,
+    so slow drifts of the machine hit all of them alike.
+    """
+    names = list(runs)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:  # warm-up: compile and fill caches
+        jax.block_until_ready(runs[name]())
+    for rep in range(repetitions):
+        for name in names if rep % 2 == 0 else reversed(names):
+            start = time.perf_counter()
+            jax.block_until_ready(runs[name]())
+            samples[name].append((time.perf_counter() - start) / steps)
+    return samples
+
+
+def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """Median of the per-repetition ratios (robust to drift between reps)."""
+    return statistics.median(
+        n / d for n, d in zip(numerator, denominator, strict=True)
+    )
+
+
+def write_result(path: str, payload: Mapping[str, Any]) -> None:
+    """Writes `payload` (plus the command and environment) as JSON."""
+    payload = {
+        "command": " ".join(["python", *sys.argv]),
+        "environment": environment(),
+        **payload,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=2)
+        f.write("\n")
+    print(f"wrote {path}")

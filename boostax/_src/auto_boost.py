@@ -1,0 +1,131 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`auto_boost`: a config level turned into one jitted train step."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import optax
+
+from boostax._src import config as config_lib
+from boostax._src import objectives as objectives_lib
+from boostax._src import train_step as train_step_lib
+
+# Algorithms whose implementation has not landed yet. `auto_boost` refuses a
+# configuration that switches one on instead of silently training without it.
+NOT_IMPLEMENTED: Mapping[str, str] = {
+    "less_bn": "LessBN (BatchNorm removal, FN head, gradient centralization)",
+    "grad_freeze": "gradient freezing (GradientFreeze / FreezeOpt)",
+    "adasum": "AdaSum (adaptive summation over devices)",
+    "grad_accumulation": "gradient accumulation (GradientAccumulation)",
+    "dim_reduce": "DimReduce (quasi-Newton training in a PCA subspace)",
+    "loss_scale_group": "per-group loss scaling (GroupLossScaleManager)",
+}
+
+
+class AlgorithmNotImplementedError(NotImplementedError):
+    """A configuration switches on algorithms boostax does not implement yet.
+
+    Attributes:
+      algorithms: the names of the missing algorithms (see `ALGORITHMS`).
+    """
+
+    def __init__(self, message: str, algorithms: tuple[str, ...]):
+        super().__init__(message)
+        self.algorithms = algorithms
+
+
+def check_implemented(
+    config: config_lib.BoostConfig, algorithms=config_lib.ALGORITHMS
+) -> None:
+    """Raises if `config` switches on an algorithm that is not implemented.
+
+    Args:
+      config: the resolved configuration.
+      algorithms: the algorithms to check (default: all of them).
+    """
+    missing = [
+        name
+        for name in algorithms
+        if config.is_enabled(name) and name in NOT_IMPLEMENTED
+    ]
+    if missing:
+        details = "; ".join(f"`{n}`: {NOT_IMPLEMENTED[n]}" for n in missing)
+        raise AlgorithmNotImplementedError(
+            f"Level {config.level!r} in mode {config.mode!r} switches on "
+            f"algorithms boostax does not implement yet: {details}. Use "
+            "level 'O0', or mode 'manual' with these switches set to False.",
+            tuple(missing),
+        )
+
+
+def auto_boost(
+    level: str = "O0",
+    config: config_lib.BoostConfig | Mapping | str | os.PathLike | None = None,
+    *,
+    optimizer: optax.GradientTransformation,
+    model: Any = None,
+    loss: Callable[..., Any] | None = None,
+    loss_fn: Callable[..., Any] | None = None,
+    has_aux: bool = False,
+    predict_fn: Callable[..., Any] | None = None,
+    donate_state: bool = False,
+) -> train_step_lib.TrainStep:
+    """Builds the jitted train step of a boost level.
+
+    The level and the config choose the algorithms (see `BoostConfig`):
+    ``"O0"`` trains exactly as the hand-written Optax step would, ``"O1"``
+    adds LessBN and gradient freezing, ``"O2"`` adds AdaSum on top.
+
+    Args:
+      level: ``"O0"``, ``"O1"`` or ``"O2"``.
+      config: a `BoostConfig`, a MindSpore-style ``boost_config_dict``, the
+        path of a JSON file holding one, or ``None`` for the level's defaults.
+      optimizer: the Optax optimizer the algorithms wrap.
+      model: a Flax Linen or NNX module, trained on ``(inputs, targets)``
+        batches with `loss`.
+      loss: with `model`, ``loss(outputs, targets) -> scalar``.
+      loss_fn: instead of `model` and `loss`, ``loss_fn(params, batch)``.
+      has_aux: whether the loss returns ``(scalar, metrics_dict)``.
+      predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
+      donate_state: donate the input state's buffers to the step.
+
+    Returns:
+      A `TrainStep`: ``state = ts.init(variables)``, then
+      ``state, metrics = ts(state, batch)``.
+
+    Raises:
+      ValueError, TypeError: for an invalid level, config or argument.
+      AlgorithmNotImplementedError: (a `NotImplementedError`) if the config
+        switches on an algorithm boostax does not implement yet.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, optax, boostax
+      >>> from boostax.examples import models
+      >>> model = models.MLP(features=(16,))
+      >>> def loss(logits, labels):
+      ...   return optax.softmax_cross_entropy_with_integer_labels(
+      ...       logits, labels).mean()
+      >>> ts = boostax.auto_boost("O0", optimizer=optax.sgd(0.1),
+      ...                         model=model, loss=loss)
+      >>> x = jnp.ones((4, 64)); y = jnp.arange(4)
+      >>> state = ts.init(model.init(jax.random.PRNGKey(0), x))
+      >>> state, metrics = ts(state, (x, y))
+      >>> int(state.step)
+      1
+    """
+    boost_config = config_lib.boost_config(level, config)
+    objective = objectives_lib.make_objective(
+        model=model,
+        loss=loss,
+        loss_fn=loss_fn,
+        has_aux=has_aux,
+        predict_fn=predict_fn,
+    )
+    check_implemented(boost_config)
+    return train_step_lib.TrainStep(
+        objective, optimizer, config=boost_config, donate_state=donate_state
+    )

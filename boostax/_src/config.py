@@ -1,0 +1,501 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`BoostConfig`: levels, modes and hyper-parameters of boostax's algorithms.
+
+The dictionary format is the one of MindSpore's ``AutoBoost``
+(``boost_config_dict``): top-level *sections* (``boost``, ``common``,
+``less_bn``, ``grad_freeze``, ``grad_accumulation``, ``dim_reduce``) holding
+*keys*. Unlike MindSpore, every section and key is validated (unknown names,
+wrong types and out-of-range values raise), configurations are immutable
+values (no process-wide singleton) and an unknown level is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import numbers
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+LEVELS = ("O0", "O1", "O2")
+MODES = ("auto", "manual", "enable_all", "disable_all")
+ALGORITHMS = (
+    "less_bn",
+    "grad_freeze",
+    "adasum",
+    "grad_accumulation",
+    "dim_reduce",
+    "loss_scale_group",
+)
+
+# MindSpore's level table (`_boost_config_level`): the algorithms each level
+# switches on in mode "auto".
+LEVEL_ALGORITHMS: Mapping[str, frozenset[str]] = {
+    "O0": frozenset(),
+    "O1": frozenset({"less_bn", "grad_freeze"}),
+    "O2": frozenset({"less_bn", "grad_freeze", "adasum"}),
+}
+
+
+def check_level(level: Any) -> str:
+    """Returns `level` if it is one of `LEVELS`, else raises `ValueError`."""
+    if not isinstance(level, str) or level not in LEVELS:
+        raise ValueError(
+            f"`level` must be one of {list(LEVELS)}, got {level!r}."
+        )
+    return level
+
+
+# ---------------------------------------------------------------------------
+# Field specifications: kind (type) and allowed range of every key.
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Range:
+    """An allowed interval, with the text used in error messages."""
+
+    text: str
+    contains: Callable[[float], bool]
+
+
+def _interval(low, high, *, open_low=False, open_high=False) -> _Range:
+    left, right = "(" if open_low else "[", ")" if open_high else "]"
+    return _Range(
+        f"in {left}{low}, {high}{right}",
+        lambda v: (
+            (low < v if open_low else low <= v)
+            and (v < high if open_high else v <= high)
+        ),
+    )
+
+
+def _at_least(low) -> _Range:
+    return _Range(f">= {low}", lambda v: v >= low)
+
+
+def _one_of(*allowed) -> _Range:
+    return _Range(f"one of {list(allowed)}", lambda v: v in allowed)
+
+
+_KIND_TEXT = {
+    "bool": "a bool",
+    "int": "an int",
+    "float": "a number",
+    "int_list": "a list of ints (or a single int)",
+    "path": "a path (str or os.PathLike) or None",
+}
+
+
+def _key(default, kind: str, allowed: _Range | None = None):
+    return dataclasses.field(
+        default=default, metadata={"kind": kind, "allowed": allowed}
+    )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _coerce(name: str, kind: str, value):
+    """Checks the type of `value` and returns it in its canonical form."""
+    bad_type = TypeError(
+        f"`{name}` must be {_KIND_TEXT[kind]}, got "
+        f"{type(value).__name__} ({value!r})."
+    )
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise bad_type
+        return value
+    if kind == "int":
+        if not _is_int(value):
+            raise bad_type
+        return int(value)
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise bad_type
+        return float(value)
+    if kind == "int_list":
+        if _is_int(value):
+            return (int(value),)
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise bad_type
+        if not all(_is_int(v) for v in value):
+            raise bad_type
+        return tuple(int(v) for v in value)
+    if kind == "path":
+        if value is None:
+            return None
+        if not isinstance(value, (str, os.PathLike)):
+            raise bad_type
+        return os.fspath(value)
+    raise AssertionError(f"unknown kind {kind!r}")  # pragma: no cover
+
+
+def _check_range(name: str, allowed: _Range | None, value) -> None:
+    if allowed is None or value is None:
+        return
+    values = value if isinstance(value, tuple) else (value,)
+    if not all(allowed.contains(v) for v in values):
+        raise ValueError(f"`{name}` must be {allowed.text}, got {value!r}.")
+
+
+class _Section:
+    """Validates and normalizes every key of a section dataclass."""
+
+    NAME: ClassVar[str]
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            if "kind" not in f.metadata:
+                continue
+            name = f"{self.NAME}.{f.name}"
+            value = _coerce(name, f.metadata["kind"], getattr(self, f.name))
+            _check_range(name, f.metadata["allowed"], value)
+            object.__setattr__(self, f.name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            f.name: list(v) if isinstance(v, tuple) else v
+            for f in dataclasses.fields(self)
+            for v in [getattr(self, f.name)]
+        }
+
+
+# ---------------------------------------------------------------------------
+# Sections. Defaults are MindSpore's (`AutoBoost.__init__`).
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BoostSection(_Section):
+    """Section ``boost``: the mode and one switch per algorithm.
+
+    A switch left as ``None`` takes the value the level and mode give it;
+    `BoostConfig` resolves every switch to a bool.
+    """
+
+    NAME: ClassVar[str] = "boost"
+    mode: str = "auto"
+    less_bn: bool | None = None
+    grad_freeze: bool | None = None
+    adasum: bool | None = None
+    grad_accumulation: bool | None = None
+    dim_reduce: bool | None = None
+    loss_scale_group: bool | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.mode, str) or self.mode not in MODES:
+            raise ValueError(
+                f"`boost.mode` must be one of {list(MODES)}, got {self.mode!r}."
+            )
+        for name in ALGORITHMS:
+            value = getattr(self, name)
+            if value is not None:
+                _coerce(f"boost.{name}", "bool", value)
+
+    def switches(self) -> dict[str, bool | None]:
+        return {name: getattr(self, name) for name in ALGORITHMS}
+
+
+@dataclasses.dataclass(frozen=True)
+class CommonSection(_Section):
+    """Section ``common``: gradient split points and devices per node."""
+
+    NAME: ClassVar[str] = "common"
+    gradient_split_groups: tuple[int, ...] = _key(
+        (50, 100), "int_list", _at_least(0)
+    )
+    device_number: int = _key(8, "int", _at_least(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class LessBNSection(_Section):
+    """Section ``less_bn``: the FN head and gradient centralization flags."""
+
+    NAME: ClassVar[str] = "less_bn"
+    fn_flag: bool = _key(True, "bool")
+    gc_flag: bool = _key(True, "bool")
+
+
+@dataclasses.dataclass(frozen=True)
+class GradFreezeSection(_Section):
+    """Section ``grad_freeze``: groups, strategy, probability, total steps."""
+
+    NAME: ClassVar[str] = "grad_freeze"
+    param_groups: int = _key(10, "int", _at_least(1))
+    freeze_type: int = _key(1, "int", _one_of(0, 1))
+    freeze_p: float = _key(0.7, "float", _interval(0, 1))
+    total_steps: int = _key(65536, "int", _at_least(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class GradAccumulationSection(_Section):
+    """Section ``grad_accumulation``: micro-steps per optimizer update."""
+
+    NAME: ClassVar[str] = "grad_accumulation"
+    grad_accumulation_step: int = _key(1, "int", _at_least(1))
+
+
+_OPEN_UNIT = _interval(0, 1, open_low=True, open_high=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class DimReduceSection(_Section):
+    """Section ``dim_reduce``: DimReduce's hyper-parameters and PCA files."""
+
+    NAME: ClassVar[str] = "dim_reduce"
+    rho: float = _key(0.55, "float", _OPEN_UNIT)
+    gamma: float = _key(0.9, "float", _OPEN_UNIT)
+    alpha: float = _key(0.001, "float", _at_least(0))
+    sigma: float = _key(0.4, "float", _OPEN_UNIT)
+    n_components: int = _key(32, "int", _at_least(1))
+    pca_mat_path: str | None = _key(None, "path")
+    weight_load_dir: str | None = _key(None, "path")
+    timeout: float = _key(1800.0, "float", _at_least(0))
+
+
+SECTIONS: Mapping[str, type[_Section]] = {
+    cls.NAME: cls
+    for cls in (
+        BoostSection,
+        CommonSection,
+        LessBNSection,
+        GradFreezeSection,
+        GradAccumulationSection,
+        DimReduceSection,
+    )
+}
+
+
+def _closest(name: str, candidates) -> str:
+    match = difflib.get_close_matches(str(name), list(candidates), n=1)
+    return f" Did you mean {match[0]!r}?" if match else ""
+
+
+def _check_names(config: Mapping) -> None:
+    """Raises for an unknown section or key, naming the closest valid one."""
+    for section, values in config.items():
+        if section not in SECTIONS:
+            raise ValueError(
+                f"Unknown section {section!r} in the boost config."
+                f"{_closest(section, SECTIONS)} Valid sections: "
+                f"{list(SECTIONS)}."
+            )
+        if not isinstance(values, Mapping):
+            raise TypeError(
+                f"Section {section!r} must be a dict, got "
+                f"{type(values).__name__} ({values!r})."
+            )
+        valid = [f.name for f in dataclasses.fields(SECTIONS[section])]
+        for key in values:
+            if key in valid:
+                continue
+            owner = [s for s, c in SECTIONS.items() if key in _field_names(c)]
+            hint = (
+                f" {key!r} belongs in section {owner[0]!r}."
+                if owner
+                else _closest(key, valid)
+            )
+            raise ValueError(
+                f"Unknown key {key!r} in section {section!r}.{hint} "
+                f"Valid keys of {section!r}: {valid}."
+            )
+
+
+def _field_names(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _resolve_switches(level: str, boost: BoostSection) -> BoostSection:
+    """Gives every switch the bool its level and mode imply.
+
+    auto: the level's switches; manual: the given switches, the level's for
+    the others; enable_all / disable_all: all on / all off. In the modes that
+    do not read the switches, a given switch that disagrees is reported.
+    """
+    given = boost.switches()
+    if boost.mode == "manual":
+        resolved = {
+            name: (name in LEVEL_ALGORITHMS[level]) if value is None else value
+            for name, value in given.items()
+        }
+        return dataclasses.replace(boost, **resolved)
+    if boost.mode == "auto":
+        resolved = {name: name in LEVEL_ALGORITHMS[level] for name in given}
+        why = f"level {level!r} sets it to"
+    else:
+        on = boost.mode == "enable_all"
+        resolved = {name: on for name in given}
+        why = "this mode sets it to"
+    for name, value in given.items():
+        if value is not None and value != resolved[name]:
+            warnings.warn(
+                f"`boost.{name}={value}` is ignored in mode "
+                f"{boost.mode!r}: {why} {resolved[name]}. Use mode 'manual' "
+                "to choose the algorithms yourself.",
+                UserWarning,
+                stacklevel=4,
+            )
+    return dataclasses.replace(boost, **resolved)
+
+
+@dataclasses.dataclass(frozen=True)
+class BoostConfig:
+    """An immutable, validated boostax configuration.
+
+    A configuration is a `level` (``"O0"``, ``"O1"`` or ``"O2"``) and the
+    sections of MindSpore's ``boost_config_dict``. The ``boost`` section's
+    `mode` decides which algorithms run:
+
+    ========== ==========================================================
+    mode       algorithms switched on
+    ========== ==========================================================
+    auto       the level's: O0 none; O1 less_bn, grad_freeze; O2 O1 + adasum
+    manual     the switches given in ``boost``; the others keep the level's
+    enable_all all of them
+    disable_all none
+    ========== ==========================================================
+
+    Every key has MindSpore's default. Unknown sections or keys raise
+    `ValueError` (naming the closest valid name), wrong types `TypeError`,
+    out-of-range values `ValueError`. Two configurations can live side by side:
+    nothing is global.
+
+    Args:
+      level: ``"O0"``, ``"O1"`` or ``"O2"``.
+      boost, common, less_bn, grad_freeze, grad_accumulation, dim_reduce: the
+        sections, each a frozen dataclass with MindSpore's defaults.
+
+    Example:
+      >>> import boostax
+      >>> config = boostax.BoostConfig.from_dict(
+      ...     {"boost": {"mode": "manual", "grad_freeze": False},
+      ...      "grad_freeze": {"total_steps": 1000}},
+      ...     level="O1")
+      >>> config.enabled_algorithms
+      ('less_bn',)
+      >>> config.grad_freeze.total_steps
+      1000
+    """
+
+    level: str = "O0"
+    boost: BoostSection = BoostSection()
+    common: CommonSection = CommonSection()
+    less_bn: LessBNSection = LessBNSection()
+    grad_freeze: GradFreezeSection = GradFreezeSection()
+    grad_accumulation: GradAccumulationSection = GradAccumulationSection()
+    dim_reduce: DimReduceSection = DimReduceSection()
+
+    def __post_init__(self):
+        check_level(self.level)
+        for name, cls in SECTIONS.items():
+            if not isinstance(getattr(self, name), cls):
+                raise TypeError(
+                    f"`{name}` must be a {cls.__name__}, got "
+                    f"{type(getattr(self, name)).__name__}."
+                )
+        object.__setattr__(
+            self, "boost", _resolve_switches(self.level, self.boost)
+        )
+
+    @classmethod
+    def from_dict(
+        cls, config: Mapping[str, Mapping[str, Any]] | None, *, level="O0"
+    ) -> BoostConfig:
+        """Builds a configuration from a MindSpore-style dict.
+
+        Args:
+          config: ``{section: {key: value}}``; ``None`` or ``{}`` gives the
+            level's defaults. Keys left out keep their defaults.
+          level: ``"O0"``, ``"O1"`` or ``"O2"``.
+
+        Returns:
+          The validated `BoostConfig`.
+        """
+        check_level(level)
+        if config is None:
+            config = {}
+        if not isinstance(config, Mapping):
+            raise TypeError(
+                "The boost config must be a dict of sections, got "
+                f"{type(config).__name__} ({config!r})."
+            )
+        _check_names(config)
+        sections = {
+            name: SECTIONS[name](**values) for name, values in config.items()
+        }
+        return cls(level=level, **sections)
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike, *, level="O0") -> BoostConfig:
+        """Reads a MindSpore-style config dict from the JSON file `path`."""
+        with open(path, encoding="utf-8") as f:
+            return cls.from_dict(json.load(f), level=level)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Returns the config as a JSON-serializable dict (without `level`).
+
+        ``BoostConfig.from_dict(c.to_dict(), level=c.level) == c``.
+        """
+        return {name: getattr(self, name).to_dict() for name in SECTIONS}
+
+    def to_json(self, path: str | os.PathLike | None = None) -> str:
+        """Returns `to_dict()` as JSON text, written to `path` if given."""
+        text = json.dumps(self.to_dict(), indent=2)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+        return text
+
+    @property
+    def mode(self) -> str:
+        return self.boost.mode
+
+    @property
+    def enabled_algorithms(self) -> tuple[str, ...]:
+        """The algorithms switched on, in `ALGORITHMS` order."""
+        return tuple(name for name in ALGORITHMS if getattr(self.boost, name))
+
+    def is_enabled(self, algorithm: str) -> bool:
+        """Whether `algorithm` (one of `ALGORITHMS`) is switched on."""
+        if algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"`algorithm` must be one of {list(ALGORITHMS)}, got "
+                f"{algorithm!r}.{_closest(algorithm, ALGORITHMS)}"
+            )
+        return getattr(self.boost, algorithm)
+
+
+def boost_config(
+    level: str = "O0",
+    config: BoostConfig | Mapping | str | os.PathLike | None = None,
+) -> BoostConfig:
+    """Turns any accepted form of configuration into a `BoostConfig`.
+
+    Args:
+      level: ``"O0"``, ``"O1"`` or ``"O2"``.
+      config: ``None`` or ``""`` (the level's defaults), a MindSpore-style
+        dict, the path of a JSON file holding one, or a `BoostConfig` (whose
+        level must equal `level`).
+
+    Returns:
+      A validated `BoostConfig`.
+    """
+    check_level(level)
+    if isinstance(config, BoostConfig):
+        if config.level != level:
+            raise ValueError(
+                f"`config` was built for level {config.level!r} but "
+                f"`level` is {level!r}; pass the same level or a dict."
+            )
+        return config
+    if config is None or config == "":
+        return BoostConfig(level=level)
+    if isinstance(config, (str, os.PathLike)):
+        return BoostConfig.from_json(config, level=level)
+    return BoostConfig.from_dict(config, level=level)

@@ -1,0 +1,84 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The hand-written Optax + Flax train step that boostax is measured against.
+
+Written the way the Flax examples write it, with no boostax code, so the demo,
+the benchmarks and the tests compare boostax with what a user would write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+import optax
+from flax import linen as nn
+
+
+class PlainState(NamedTuple):
+    params: Any
+    model_state: dict[str, Any]  # e.g. {"batch_stats": ...}; {} for an MLP
+    opt_state: optax.OptState
+
+
+def init_plain_state(variables, optimizer) -> PlainState:
+    """Splits Linen `variables` into params and the rest; inits `optimizer`."""
+    variables = dict(variables)
+    params = variables.pop("params")
+    return PlainState(params, variables, optimizer.init(params))
+
+
+def make_plain_step(
+    model: nn.Module,
+    optimizer: optax.GradientTransformation,
+    loss: Callable[[jax.Array, jax.Array], jax.Array],
+    **train_kwargs,
+):
+    """Returns ``jit(step)(state, (x, y)) -> (state, loss)`` for a Linen model.
+
+    Args:
+      model: a Linen module; collections other than ``params`` are mutable.
+      optimizer: an Optax optimizer.
+      loss: ``loss(outputs, targets) -> scalar``.
+      **train_kwargs: passed to ``model.apply`` (e.g. ``train=True``).
+    """
+
+    @jax.jit
+    def step(state: PlainState, batch):
+        x, y = batch
+        mutable = list(state.model_state)
+
+        def loss_fn(params):
+            variables = {"params": params, **state.model_state}
+            if not mutable:
+                return loss(model.apply(variables, x, **train_kwargs), y), {}
+            logits, model_state = model.apply(
+                variables, x, mutable=mutable, **train_kwargs
+            )
+            return loss(logits, y), model_state
+
+        (value, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.params
+        )
+        updates, opt_state = optimizer.update(
+            grads, state.opt_state, state.params
+        )
+        params = optax.apply_updates(state.params, updates)
+        return PlainState(params, model_state, opt_state), value
+
+    return step
+
+
+def accuracy(predict: Callable[[Any], jax.Array], x, y, batch_size=512):
+    """Fraction of `x` whose arg-max prediction equals `y`."""
+    correct = 0
+    for start in range(0, len(x), batch_size):
+        logits = predict(x[start : start + batch_size])
+        correct += int(
+            (
+                np.asarray(logits).argmax(-1) == y[start : start + batch_size]
+            ).sum()
+        )
+    return correct / len(x)

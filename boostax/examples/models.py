@@ -1,0 +1,183 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The example models: a small ResNet with BatchNorm and an MLP, Linen and NNX.
+
+The ResNet has the structure LessBN and gradient freezing act on: basic
+blocks ``conv-BN-relu-conv-BN`` with a residual add, and projection
+shortcuts ``conv1x1-BN`` where the width or resolution changes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+from flax import nnx
+
+BN_MOMENTUM = 0.9
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block: two 3x3 convs with BatchNorm and a residual add."""
+
+    features: int
+    strides: int = 1
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        norm = functools.partial(
+            nn.BatchNorm, use_running_average=not train, momentum=BN_MOMENTUM
+        )
+        strides = (self.strides, self.strides)
+        y = nn.Conv(self.features, (3, 3), strides, use_bias=False)(x)
+        y = nn.relu(norm()(y))
+        y = nn.Conv(self.features, (3, 3), use_bias=False)(y)
+        y = norm()(y)
+        if x.shape[-1] != self.features or self.strides != 1:
+            x = nn.Conv(self.features, (1, 1), strides, use_bias=False)(x)
+            x = norm()(x)
+        return nn.relu(x + y)
+
+
+class ResNet(nn.Module):
+    """A small ResNet for 8x8 digits (NHWC inputs).
+
+    Attributes:
+      stage_sizes: basic blocks per stage; stages after the first halve the
+        resolution.
+      widths: channels of each stage (the stem has ``widths[0]``).
+      num_classes: outputs of the final Dense layer.
+    """
+
+    stage_sizes: Sequence[int] = (2, 2, 2)
+    widths: Sequence[int] = (16, 32, 64)
+    num_classes: int = 10
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        x = nn.Conv(self.widths[0], (3, 3), use_bias=False)(x)
+        x = nn.BatchNorm(use_running_average=not train, momentum=BN_MOMENTUM)(x)
+        x = nn.relu(x)
+        for stage, (blocks, width) in enumerate(
+            zip(self.stage_sizes, self.widths, strict=True)
+        ):
+            for block in range(blocks):
+                strides = 2 if stage > 0 and block == 0 else 1
+                x = BasicBlock(width, strides)(x, train)
+        x = jnp.mean(x, axis=(1, 2))
+        return nn.Dense(self.num_classes)(x)
+
+
+class MLP(nn.Module):
+    """A ReLU MLP on flattened inputs."""
+
+    features: Sequence[int] = (64, 64)
+    num_classes: int = 10
+
+    @nn.compact
+    def __call__(self, x):
+        x = x.reshape(x.shape[0], -1)
+        for width in self.features:
+            x = nn.relu(nn.Dense(width)(x))
+        return nn.Dense(self.num_classes)(x)
+
+
+# ---------------------------------------------------------------------------
+# The same models in Flax NNX.
+# ---------------------------------------------------------------------------
+
+
+class NNXBasicBlock(nnx.Module):
+    """`BasicBlock` in NNX."""
+
+    def __init__(self, in_features, features, strides=1, *, rngs: nnx.Rngs):
+        strides = (strides, strides)
+        conv = functools.partial(nnx.Conv, use_bias=False, rngs=rngs)
+        norm = functools.partial(nnx.BatchNorm, momentum=BN_MOMENTUM, rngs=rngs)
+        self.conv1 = conv(in_features, features, (3, 3), strides)
+        self.bn1 = norm(features)
+        self.conv2 = conv(features, features, (3, 3))
+        self.bn2 = norm(features)
+        if in_features != features or strides != (1, 1):
+            self.shortcut_conv = conv(in_features, features, (1, 1), strides)
+            self.shortcut_bn = norm(features)
+        else:
+            self.shortcut_conv = self.shortcut_bn = None
+
+    def __call__(self, x):
+        y = nnx.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        if self.shortcut_conv is not None:
+            x = self.shortcut_bn(self.shortcut_conv(x))
+        return nnx.relu(x + y)
+
+
+class NNXResNet(nnx.Module):
+    """`ResNet` in NNX (inputs ``(n, 8, 8, 1)``)."""
+
+    def __init__(
+        self,
+        stage_sizes: Sequence[int] = (2, 2, 2),
+        widths: Sequence[int] = (16, 32, 64),
+        num_classes: int = 10,
+        in_features: int = 1,
+        *,
+        rngs: nnx.Rngs,
+    ):
+        self.stem = nnx.Conv(
+            in_features, widths[0], (3, 3), use_bias=False, rngs=rngs
+        )
+        self.stem_bn = nnx.BatchNorm(widths[0], momentum=BN_MOMENTUM, rngs=rngs)
+        blocks, features = [], widths[0]
+        for stage, (count, width) in enumerate(
+            zip(stage_sizes, widths, strict=True)
+        ):
+            for block in range(count):
+                strides = 2 if stage > 0 and block == 0 else 1
+                blocks.append(
+                    NNXBasicBlock(features, width, strides, rngs=rngs)
+                )
+                features = width
+        self.blocks = nnx.List(blocks)
+        self.head = nnx.Linear(features, num_classes, rngs=rngs)
+
+    def __call__(self, x):
+        x = nnx.relu(self.stem_bn(self.stem(x)))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(jnp.mean(x, axis=(1, 2)))
+
+
+class NNXMLP(nnx.Module):
+    """`MLP` in NNX."""
+
+    def __init__(
+        self,
+        in_features: int = 64,
+        features: Sequence[int] = (64, 64),
+        num_classes: int = 10,
+        *,
+        rngs: nnx.Rngs,
+    ):
+        sizes = (in_features, *features)
+        pairs = zip(sizes[:-1], sizes[1:], strict=True)
+        self.hidden = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in pairs])
+        self.head = nnx.Linear(sizes[-1], num_classes, rngs=rngs)
+
+    def __call__(self, x):
+        x = x.reshape(x.shape[0], -1)
+        for layer in self.hidden:
+            x = nnx.relu(layer(x))
+        return self.head(x)
+
+
+def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Mean softmax cross-entropy against integer labels."""
+    import optax
+
+    return optax.softmax_cross_entropy_with_integer_labels(
+        logits, labels
+    ).mean()

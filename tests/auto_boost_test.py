@@ -1,0 +1,161 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for `boostax._src.auto_boost` and the `AutoBoost` compat class."""
+
+import jax
+import numpy as np
+import optax
+from absl.testing import absltest, parameterized
+from flax import nnx
+
+import boostax
+from boostax.examples import models
+from tests import _utils
+
+OPTIMIZER = optax.sgd(0.1)
+
+
+def _mlp_auto_boost(level="O0", config=None):
+    return boostax.auto_boost(
+        level,
+        config,
+        optimizer=OPTIMIZER,
+        model=models.MLP(features=(8,)),
+        loss=models.cross_entropy,
+    )
+
+
+class AutoBoostO0Test(parameterized.TestCase):
+    @parameterized.parameters(
+        (None,),
+        ("",),
+        ({},),
+        ({"boost": {"mode": "auto"}},),
+        ({"boost": {"mode": "disable_all"}},),
+        ({"boost": {"mode": "manual"}, "grad_freeze": {"total_steps": 10}},),
+    )
+    def test_o0_is_the_plain_step(self, config):
+        digits = _utils.digits(flat=True)
+        x, y = digits.x_train[:16], digits.y_train[:16]
+        ts = _mlp_auto_boost("O0", config)
+        plain = boostax.make_train_step(
+            OPTIMIZER,
+            model=models.MLP(features=(8,)),
+            loss=models.cross_entropy,
+        )
+        variables = ts.objective.module.init(jax.random.PRNGKey(0), x)
+        state, metrics = ts(ts.init(variables), (x, y))
+        expected, expected_metrics = plain(plain.init(variables), (x, y))
+        _utils.assert_trees_equal(state, expected)
+        np.testing.assert_array_equal(metrics["loss"], expected_metrics["loss"])
+        self.assertEqual(ts.config.level, "O0")
+        self.assertEqual(ts.config.enabled_algorithms, ())
+
+    def test_disable_all_at_o2_is_plain(self):
+        ts = _mlp_auto_boost("O2", {"boost": {"mode": "disable_all"}})
+        self.assertEqual(ts.config.enabled_algorithms, ())
+
+    def test_accepts_a_boost_config(self):
+        config = boostax.BoostConfig(level="O0")
+        self.assertIs(_mlp_auto_boost("O0", config).config, config)
+
+    def test_nnx_model(self):
+        model = models.NNXMLP(features=(8,), rngs=nnx.Rngs(0))
+        ts = boostax.auto_boost(
+            "O0", optimizer=OPTIMIZER, model=model, loss=models.cross_entropy
+        )
+        digits = _utils.digits(flat=True)
+        state, metrics = ts(
+            ts.init(model), (digits.x_train[:16], digits.y_train[:16])
+        )
+        self.assertTrue(np.isfinite(metrics["loss"]))
+
+
+class NotImplementedTest(parameterized.TestCase):
+    """A switch whose algorithm is missing raises; nothing is silently off."""
+
+    @parameterized.parameters(
+        ("O1", ("less_bn", "grad_freeze")),
+        ("O2", ("less_bn", "grad_freeze", "adasum")),
+    )
+    def test_levels(self, level, missing):
+        with self.assertRaises(boostax.AlgorithmNotImplementedError) as cm:
+            _mlp_auto_boost(level)
+        self.assertIsInstance(cm.exception, NotImplementedError)
+        self.assertEqual(cm.exception.algorithms, missing)
+        for name in missing:
+            self.assertIn(f"`{name}`", str(cm.exception))
+        self.assertIn(f"Level {level!r} in mode 'auto'", str(cm.exception))
+
+    @parameterized.parameters(*boostax.ALGORITHMS)
+    def test_each_switch_in_manual_mode(self, name):
+        config = {"boost": {"mode": "manual", name: True}}
+        with self.assertRaisesRegex(
+            NotImplementedError, f"`{name}`: .*Use level 'O0'"
+        ):
+            _mlp_auto_boost("O0", config)
+        with self.assertRaisesRegex(NotImplementedError, f"`{name}`"):
+            boostax.AutoBoost("O0", config).network_auto_process_train(
+                models.MLP(), OPTIMIZER
+            )
+
+    def test_enable_all(self):
+        with self.assertRaises(boostax.AlgorithmNotImplementedError) as cm:
+            _mlp_auto_boost("O0", {"boost": {"mode": "enable_all"}})
+        self.assertEqual(cm.exception.algorithms, boostax.ALGORITHMS)
+
+    def test_config_errors_come_first(self):
+        with self.assertRaisesRegex(ValueError, "`level` must be one of"):
+            _mlp_auto_boost("O3")
+
+
+class AutoBoostClassTest(parameterized.TestCase):
+    def test_defaults(self):
+        booster = boostax.AutoBoost()
+        self.assertEqual(booster.level, "O0")
+        self.assertEqual(booster.config, boostax.BoostConfig())
+
+    @parameterized.parameters("linen", "nnx")
+    def test_o0_returns_network_and_optimizer_unchanged(self, kind):
+        network = (
+            models.MLP() if kind == "linen" else models.NNXMLP(rngs=nnx.Rngs(0))
+        )
+        booster = boostax.AutoBoost("O0", {"boost": {"mode": "auto"}})
+        new_network, optimizer = booster.network_auto_process_train(
+            network, OPTIMIZER
+        )
+        self.assertIs(new_network, network)
+        self.assertIs(optimizer, OPTIMIZER)
+        self.assertIs(booster.network_auto_process_eval(network), network)
+
+    def test_o1_eval_needs_less_bn(self):
+        with self.assertRaisesRegex(NotImplementedError, "`less_bn`"):
+            boostax.AutoBoost("O1").network_auto_process_eval(models.MLP())
+        # Without LessBN, evaluation is untouched even at O1.
+        booster = boostax.AutoBoost(
+            "O1", {"boost": {"mode": "manual", "less_bn": False}}
+        )
+        network = models.MLP()
+        self.assertIs(booster.network_auto_process_eval(network), network)
+
+    def test_bad_arguments(self):
+        booster = boostax.AutoBoost()
+        with self.assertRaisesRegex(TypeError, "`network` must be a Flax"):
+            booster.network_auto_process_train(lambda x: x, OPTIMIZER)
+        with self.assertRaisesRegex(TypeError, "`optimizer` must be an optax"):
+            booster.network_auto_process_train(models.MLP(), "sgd")
+        with self.assertRaisesRegex(TypeError, "`network` must be a Flax"):
+            booster.network_auto_process_eval(None)
+
+    def test_train_step(self):
+        booster = boostax.AutoBoost("O0")
+        ts = booster.train_step(
+            optimizer=OPTIMIZER,
+            model=models.MLP(features=(8,)),
+            loss=models.cross_entropy,
+        )
+        self.assertIs(ts.config, booster.config)
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,448 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for `boostax._src.config`."""
+
+import dataclasses
+import json
+import os
+import tempfile
+import warnings
+
+from absl.testing import absltest, parameterized
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import boostax
+
+# The seed's `boost_config_dict` with every default (reference/seed_api.md),
+# plus `grad_accumulation.grad_accumulation_step` and `boost.loss_scale_group`.
+SEED_DEFAULTS = {
+    "boost": {
+        "mode": "auto",
+        "less_bn": False,
+        "grad_freeze": False,
+        "adasum": False,
+        "grad_accumulation": False,
+        "dim_reduce": False,
+        "loss_scale_group": False,
+    },
+    "common": {"gradient_split_groups": [50, 100], "device_number": 8},
+    "less_bn": {"fn_flag": True, "gc_flag": True},
+    "grad_freeze": {
+        "param_groups": 10,
+        "freeze_type": 1,
+        "freeze_p": 0.7,
+        "total_steps": 65536,
+    },
+    "grad_accumulation": {"grad_accumulation_step": 1},
+    "dim_reduce": {
+        "rho": 0.55,
+        "gamma": 0.9,
+        "alpha": 0.001,
+        "sigma": 0.4,
+        "n_components": 32,
+        "pca_mat_path": None,
+        "weight_load_dir": None,
+        "timeout": 1800,
+    },
+}
+
+LEVEL_TABLE = {
+    "O0": (),
+    "O1": ("less_bn", "grad_freeze"),
+    "O2": ("less_bn", "grad_freeze", "adasum"),
+}
+
+
+class DefaultsTest(parameterized.TestCase):
+    def test_every_default_equals_the_seeds(self):
+        self.assertEqual(boostax.BoostConfig().to_dict(), SEED_DEFAULTS)
+
+    def test_empty_dict_none_and_empty_string_give_defaults(self):
+        for config in (None, {}, ""):
+            self.assertEqual(
+                boostax.boost_config("O0", config), boostax.BoostConfig()
+            )
+
+    @parameterized.parameters("O0", "O1", "O2")
+    def test_level_table(self, level):
+        config = boostax.BoostConfig(level=level)
+        self.assertEqual(config.enabled_algorithms, LEVEL_TABLE[level])
+        for name in boostax.ALGORITHMS:
+            self.assertEqual(
+                config.is_enabled(name), name in LEVEL_TABLE[level]
+            )
+
+    def test_missing_keys_keep_defaults(self):
+        config = boostax.BoostConfig.from_dict(
+            {"grad_freeze": {"total_steps": 1000}}
+        )
+        self.assertEqual(config.grad_freeze.total_steps, 1000)
+        self.assertEqual(config.grad_freeze.param_groups, 10)
+        self.assertEqual(config.grad_freeze.freeze_p, 0.7)
+
+
+class ModeTest(parameterized.TestCase):
+    @parameterized.parameters("O0", "O1", "O2")
+    def test_auto_follows_the_level(self, level):
+        config = boostax.BoostConfig.from_dict(
+            {"boost": {"mode": "auto"}}, level=level
+        )
+        self.assertEqual(config.enabled_algorithms, LEVEL_TABLE[level])
+
+    def test_auto_warns_about_a_switch_it_ignores(self):
+        with self.assertWarnsRegex(
+            UserWarning, r"`boost.adasum=True` is ignored in mode 'auto'"
+        ):
+            config = boostax.BoostConfig.from_dict(
+                {"boost": {"adasum": True}}, level="O1"
+            )
+        self.assertFalse(config.is_enabled("adasum"))
+
+    def test_manual_keeps_the_levels_value_for_keys_not_given(self):
+        # The seed's semantics: manual {"adasum": True} at O1 keeps less_bn
+        # and grad_freeze on.
+        config = boostax.BoostConfig.from_dict(
+            {"boost": {"mode": "manual", "adasum": True}}, level="O1"
+        )
+        self.assertEqual(
+            config.enabled_algorithms, ("less_bn", "grad_freeze", "adasum")
+        )
+
+    def test_manual_switches_off(self):
+        config = boostax.BoostConfig.from_dict(
+            {
+                "boost": {
+                    "mode": "manual",
+                    "less_bn": False,
+                    "grad_freeze": False,
+                    "dim_reduce": True,
+                }
+            },
+            level="O2",
+        )
+        self.assertEqual(config.enabled_algorithms, ("adasum", "dim_reduce"))
+
+    @parameterized.parameters("O0", "O1", "O2")
+    def test_enable_all_and_disable_all(self, level):
+        on = boostax.BoostConfig.from_dict(
+            {"boost": {"mode": "enable_all"}}, level=level
+        )
+        off = boostax.BoostConfig.from_dict(
+            {"boost": {"mode": "disable_all"}}, level=level
+        )
+        self.assertEqual(on.enabled_algorithms, boostax.ALGORITHMS)
+        self.assertEqual(off.enabled_algorithms, ())
+
+    def test_direct_construction_resolves_switches(self):
+        config = boostax.BoostConfig(
+            level="O2", boost=boostax.BoostSection(mode="manual", adasum=False)
+        )
+        self.assertEqual(config.enabled_algorithms, ("less_bn", "grad_freeze"))
+
+
+class RoundTripTest(parameterized.TestCase):
+    @parameterized.product(
+        level=("O0", "O1", "O2"),
+        mode=("auto", "manual", "enable_all", "disable_all"),
+    )
+    def test_dict_and_json_round_trip(self, level, mode):
+        config = boostax.BoostConfig.from_dict(
+            {
+                "boost": {"mode": mode},
+                "common": {"gradient_split_groups": [3], "device_number": 4},
+                "grad_freeze": {"freeze_p": 0.5, "freeze_type": 0},
+                "dim_reduce": {"pca_mat_path": "/tmp/pca.npy", "rho": 0.5},
+            },
+            level=level,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a clean round trip never warns
+            self.assertEqual(
+                boostax.BoostConfig.from_dict(config.to_dict(), level=level),
+                config,
+            )
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "boost.json")
+                text = config.to_json(path)
+                self.assertEqual(json.loads(text), config.to_dict())
+                self.assertEqual(
+                    boostax.BoostConfig.from_json(path, level=level), config
+                )
+                self.assertEqual(boostax.boost_config(level, path), config)
+                self.assertEqual(boostax.AutoBoost(level, path).config, config)
+
+    @settings(max_examples=50, deadline=None)
+    @given(
+        level=st.sampled_from(boostax.LEVELS),
+        switches=st.fixed_dictionaries(
+            {}, optional={n: st.booleans() for n in boostax.ALGORITHMS}
+        ),
+        freeze_p=st.floats(0, 1),
+        groups=st.lists(st.integers(0, 1000), max_size=4),
+        rho=st.floats(0.01, 0.99),
+        steps=st.integers(1, 10**9),
+    )
+    def test_round_trip_property(
+        self, level, switches, freeze_p, groups, rho, steps
+    ):
+        config = boostax.BoostConfig.from_dict(
+            {
+                "boost": {"mode": "manual", **switches},
+                "common": {"gradient_split_groups": groups},
+                "grad_freeze": {"freeze_p": freeze_p, "total_steps": steps},
+                "dim_reduce": {"rho": rho},
+            },
+            level=level,
+        )
+        again = boostax.BoostConfig.from_dict(
+            json.loads(config.to_json()), level=level
+        )
+        self.assertEqual(again, config)
+        for name, value in switches.items():
+            self.assertEqual(config.is_enabled(name), value)
+
+
+class ImmutabilityTest(absltest.TestCase):
+    def test_frozen(self):
+        config = boostax.BoostConfig()
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            config.level = "O1"
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            config.grad_freeze.freeze_p = 0.1
+
+    def test_two_configs_side_by_side(self):
+        # MindSpore's AutoBoost is a process singleton; ours are values.
+        first = boostax.AutoBoost("O1", {"grad_freeze": {"total_steps": 10}})
+        second = boostax.AutoBoost(
+            "O0", {"boost": {"mode": "manual", "adasum": True}}
+        )
+        self.assertEqual(first.config.grad_freeze.total_steps, 10)
+        self.assertEqual(second.config.grad_freeze.total_steps, 65536)
+        self.assertEqual(
+            first.config.enabled_algorithms, ("less_bn", "grad_freeze")
+        )
+        self.assertEqual(second.config.enabled_algorithms, ("adasum",))
+        self.assertEqual(boostax.BoostConfig(level="O0").enabled_algorithms, ())
+
+    def test_gradient_split_groups_normalized(self):
+        config = boostax.BoostConfig.from_dict(
+            {"common": {"gradient_split_groups": 7}}
+        )
+        self.assertEqual(config.common.gradient_split_groups, (7,))
+        self.assertEqual(
+            config.to_dict()["common"]["gradient_split_groups"], [7]
+        )
+
+
+class ErrorTest(parameterized.TestCase):
+    def _load(self, config, level="O0"):
+        return boostax.BoostConfig.from_dict(config, level=level)
+
+    @parameterized.parameters("O3", "o1", "", None, 1)
+    def test_bad_level(self, level):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`level` must be one of \['O0', 'O1', 'O2'\], got "
+            + repr(level).replace("(", r"\("),
+        ):
+            boostax.BoostConfig(level=level)
+        with self.assertRaisesRegex(ValueError, "`level` must be one of"):
+            self._load({}, level=level)
+        with self.assertRaisesRegex(ValueError, "`level` must be one of"):
+            boostax.AutoBoost(level)
+
+    @parameterized.parameters("fast", "Auto", 1, None)
+    def test_bad_mode(self, mode):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`boost.mode` must be one of \['auto', 'manual', 'enable_all', "
+            r"'disable_all'\], got " + repr(mode),
+        ):
+            self._load({"boost": {"mode": mode}})
+
+    @parameterized.named_parameters(
+        (
+            "section_typo",
+            {"grad_freez": {}},
+            r"Unknown section 'grad_freez'"
+            r".*Did you mean 'grad_freeze'\?.*Valid sections: \['boost'",
+        ),
+        (
+            "section_unrelated",
+            {"xyz": {}},
+            r"Unknown section 'xyz' in the "
+            r"boost config\. Valid sections",
+        ),
+        (
+            "key_typo",
+            {"dim_reduce": {"n_component": 8}},
+            r"Unknown key "
+            r"'n_component' in section 'dim_reduce'\. Did you mean "
+            r"'n_components'\?.*Valid keys of 'dim_reduce': \['rho'",
+        ),
+        (
+            "key_in_wrong_section",
+            {"common": {"grad_accumulation_step": 4}},
+            r"Unknown key 'grad_accumulation_step' in section 'common'\. "
+            r"'grad_accumulation_step' belongs in section 'grad_accumulation'",
+        ),
+        (
+            "mindspore_tutorial_key",
+            {"common": {"device_num": 8}},
+            r"Unknown key 'device_num'.*Did you mean 'device_number'\?",
+        ),
+        (
+            "switch_typo",
+            {"boost": {"lessbn": True}},
+            r"Did you mean 'less_bn'\?",
+        ),
+    )
+    def test_unknown_names(self, config, message):
+        with self.assertRaisesRegex(ValueError, message):
+            self._load(config)
+
+    @parameterized.named_parameters(
+        (
+            "int_as_str",
+            "grad_freeze",
+            "param_groups",
+            "10",
+            r"`grad_freeze.param_groups` must be an int, got str \('10'\)",
+        ),
+        (
+            "int_as_float",
+            "grad_freeze",
+            "total_steps",
+            10.0,
+            r"`grad_freeze.total_steps` must be an int, got float",
+        ),
+        (
+            "int_as_bool",
+            "common",
+            "device_number",
+            True,
+            r"`common.device_number` must be an int, got bool",
+        ),
+        (
+            "bool_as_int",
+            "less_bn",
+            "fn_flag",
+            1,
+            r"`less_bn.fn_flag` must be a bool, got int \(1\)",
+        ),
+        (
+            "switch_as_str",
+            "boost",
+            "adasum",
+            "yes",
+            r"`boost.adasum` must be a bool, got str",
+        ),
+        (
+            "float_as_str",
+            "grad_freeze",
+            "freeze_p",
+            "0.5",
+            r"`grad_freeze.freeze_p` must be a number, got str",
+        ),
+        (
+            "list_as_str",
+            "common",
+            "gradient_split_groups",
+            "50",
+            r"`common.gradient_split_groups` must be a list of ints",
+        ),
+        (
+            "list_of_floats",
+            "common",
+            "gradient_split_groups",
+            [1.5],
+            r"`common.gradient_split_groups` must be a list of ints",
+        ),
+        (
+            "path_as_int",
+            "dim_reduce",
+            "pca_mat_path",
+            3,
+            r"`dim_reduce.pca_mat_path` must be a path",
+        ),
+    )
+    def test_wrong_type(self, section, key, value, message):
+        with self.assertRaisesRegex(TypeError, message):
+            self._load({section: {key: value}})
+
+    @parameterized.named_parameters(
+        ("freeze_p_low", "grad_freeze", "freeze_p", -0.1, r"in \[0, 1\]"),
+        ("freeze_p_high", "grad_freeze", "freeze_p", 1.5, r"in \[0, 1\]"),
+        ("freeze_type", "grad_freeze", "freeze_type", 2, r"one of \[0, 1\]"),
+        ("param_groups", "grad_freeze", "param_groups", 0, ">= 1"),
+        ("total_steps", "grad_freeze", "total_steps", -5, ">= 1"),
+        ("n_components", "dim_reduce", "n_components", 0, ">= 1"),
+        ("device_number", "common", "device_number", 0, ">= 1"),
+        ("timeout", "dim_reduce", "timeout", -1, ">= 0"),
+        ("rho_zero", "dim_reduce", "rho", 0, r"in \(0, 1\)"),
+        ("rho_one", "dim_reduce", "rho", 1.0, r"in \(0, 1\)"),
+        ("gamma", "dim_reduce", "gamma", 1.2, r"in \(0, 1\)"),
+        ("sigma", "dim_reduce", "sigma", 0.0, r"in \(0, 1\)"),
+        ("alpha", "dim_reduce", "alpha", -0.001, ">= 0"),
+        (
+            "accumulation",
+            "grad_accumulation",
+            "grad_accumulation_step",
+            0,
+            ">= 1",
+        ),
+        ("split_point", "common", "gradient_split_groups", [10, -1], ">= 0"),
+    )
+    def test_out_of_range(self, section, key, value, allowed):
+        with self.assertRaisesRegex(
+            ValueError,
+            rf"`{section}.{key}` must be {allowed}, got "
+            + repr(tuple(value) if isinstance(value, list) else value)
+            .replace("(", r"\(")
+            .replace(")", r"\)"),
+        ):
+            self._load({section: {key: value}})
+
+    def test_bounds_are_allowed(self):
+        config = self._load(
+            {
+                "grad_freeze": {"freeze_p": 0, "param_groups": 1},
+                "dim_reduce": {"alpha": 0, "timeout": 0},
+            }
+        )
+        self.assertEqual(config.grad_freeze.freeze_p, 0.0)
+        self.assertEqual(
+            self._load({"grad_freeze": {"freeze_p": 1}}).grad_freeze.freeze_p,
+            1.0,
+        )
+
+    def test_section_not_a_dict(self):
+        with self.assertRaisesRegex(
+            TypeError, r"Section 'grad_freeze' must be a dict, got int"
+        ):
+            self._load({"grad_freeze": 3})
+
+    def test_config_not_a_dict(self):
+        with self.assertRaisesRegex(TypeError, "must be a dict of sections"):
+            self._load([("boost", {})])
+
+    def test_config_for_another_level(self):
+        with self.assertRaisesRegex(
+            ValueError, "was built for level 'O1' but `level` is 'O0'"
+        ):
+            boostax.boost_config("O0", boostax.BoostConfig(level="O1"))
+
+    def test_unknown_algorithm_name(self):
+        with self.assertRaisesRegex(
+            ValueError, r"`algorithm` must be one of .*Did you mean 'adasum'"
+        ):
+            boostax.BoostConfig().is_enabled("adasun")
+
+    def test_missing_json_file(self):
+        with self.assertRaises(FileNotFoundError):
+            boostax.boost_config("O0", "/nonexistent/boost.json")
+
+
+if __name__ == "__main__":
+    absltest.main()
