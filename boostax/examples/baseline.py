@@ -71,6 +71,17 @@ def make_plain_step(
     return step
 
 
+def make_plain_predict(model: nn.Module, **eval_kwargs):
+    """Returns ``jit(predict)(state, x) -> outputs`` in evaluation mode."""
+
+    @jax.jit
+    def predict(state: PlainState, x):
+        variables = {"params": state.params, **state.model_state}
+        return model.apply(variables, x, **eval_kwargs)
+
+    return predict
+
+
 def accuracy(predict: Callable[[Any], jax.Array], x, y, batch_size=512):
     """Fraction of `x` whose arg-max prediction equals `y`."""
     correct = 0

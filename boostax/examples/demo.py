@@ -62,19 +62,14 @@ def plain_runner(model, variables, optimizer, digits) -> Runner:
         model, optimizer, models.cross_entropy, train=True
     )
 
-    def accuracy(state):
-        variables = {"params": state.params, **state.model_state}
-        return baseline.accuracy(
-            jax.jit(lambda x: model.apply(variables, x, train=False)),
-            digits.x_test,
-            digits.y_test,
-        )
-
+    predict = baseline.make_plain_predict(model, train=False)
     return Runner(
         "plain optax",
         lambda: baseline.init_plain_state(variables, optimizer),
         lambda state, batch: step(state, batch)[0],
-        accuracy,
+        lambda state: baseline.accuracy(
+            lambda x: predict(state, x), digits.x_test, digits.y_test
+        ),
     )
 
 
