@@ -1,0 +1,37 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The project's contract: the README's commands, CI and the test devices."""
+
+import os
+import re
+
+import jax
+from absl.testing import absltest
+
+ROOT = os.path.join(os.path.dirname(__file__), os.pardir)
+
+
+def _read(*path):
+    with open(os.path.join(ROOT, *path), encoding="utf-8") as f:
+        return f.read()
+
+
+class ContractTest(absltest.TestCase):
+    def test_ci_runs_the_readmes_test_command(self):
+        commands = re.findall(r"```bash\n(.+?)\n```", _read("README.md"))
+        self.assertLen(commands, 2)
+        main_job, tests = commands
+        self.assertIn("boostax.examples.demo", main_job)
+        self.assertIn("pytest", tests)
+        ci_lines = _read(".ci", "run").strip().splitlines()
+        self.assertEqual(
+            ci_lines[-1], tests.replace("pip install -e", "pip install -q -e")
+        )
+
+    def test_eight_simulated_devices(self):
+        self.assertLen(jax.devices(), 8)
+        self.assertEqual(jax.default_backend(), "cpu")
+
+
+if __name__ == "__main__":
+    absltest.main()
