@@ -6,7 +6,19 @@ from boostax._src.auto_boost import (
     AlgorithmNotImplementedError as AlgorithmNotImplementedError,
 )
 from boostax._src.auto_boost import auto_boost as auto_boost
+from boostax._src.centralization import (
+    centralize_gradients as centralize_gradients,
+)
+from boostax._src.centralization import (
+    gradient_centralization_mask as gradient_centralization_mask,
+)
+from boostax._src.centralization import (
+    with_gradient_centralization as with_gradient_centralization,
+)
 from boostax._src.compat import AutoBoost as AutoBoost
+from boostax._src.compat import LessBN as LessBN
+from boostax._src.compat import OptimizerProcess as OptimizerProcess
+from boostax._src.compat import ParameterProcess as ParameterProcess
 from boostax._src.config import ALGORITHMS as ALGORITHMS
 from boostax._src.config import LEVELS as LEVELS
 from boostax._src.config import MODES as MODES
@@ -20,6 +32,15 @@ from boostax._src.config import (
 from boostax._src.config import GradFreezeSection as GradFreezeSection
 from boostax._src.config import LessBNSection as LessBNSection
 from boostax._src.config import boost_config as boost_config
+from boostax._src.less_bn import FNHead as FNHead
+from boostax._src.less_bn import LessBNReport as LessBNReport
+from boostax._src.less_bn import LinenLessBN as LinenLessBN
+from boostax._src.less_bn import NNXFNHead as NNXFNHead
+from boostax._src.less_bn import NNXIdentity as NNXIdentity
+from boostax._src.less_bn import RemovedBatchNorm as RemovedBatchNorm
+from boostax._src.less_bn import full_normalization as full_normalization
+from boostax._src.less_bn import less_bn as less_bn
+from boostax._src.less_bn import less_bn_report as less_bn_report
 from boostax._src.objectives import FunctionObjective as FunctionObjective
 from boostax._src.objectives import LinenObjective as LinenObjective
 from boostax._src.objectives import NNXObjective as NNXObjective
@@ -41,21 +62,36 @@ __all__ = (
     "BoostSection",
     "CommonSection",
     "DimReduceSection",
+    "FNHead",
     "FunctionObjective",
     "GradAccumulationSection",
     "GradFreezeSection",
     "LEVELS",
+    "LessBN",
+    "LessBNReport",
     "LessBNSection",
+    "LinenLessBN",
     "LinenObjective",
     "MODES",
+    "NNXFNHead",
+    "NNXIdentity",
     "NNXObjective",
     "Objective",
+    "OptimizerProcess",
+    "ParameterProcess",
+    "RemovedBatchNorm",
     "TrainState",
     "TrainStep",
     "auto_boost",
     "boost_config",
+    "centralize_gradients",
+    "full_normalization",
+    "gradient_centralization_mask",
+    "less_bn",
+    "less_bn_report",
     "make_objective",
     "make_train_step",
+    "with_gradient_centralization",
 )
 
 del _src  # noqa: F821  (keep the private package out of the public namespace)

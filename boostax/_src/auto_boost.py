@@ -4,20 +4,22 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import optax
 
+from boostax._src import centralization
 from boostax._src import config as config_lib
+from boostax._src import less_bn as less_bn_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
 
 # Algorithms whose implementation has not landed yet. `auto_boost` refuses a
 # configuration that switches one on instead of silently training without it.
 NOT_IMPLEMENTED: Mapping[str, str] = {
-    "less_bn": "LessBN (BatchNorm removal, FN head, gradient centralization)",
     "grad_freeze": "gradient freezing (GradientFreeze / FreezeOpt)",
     "adasum": "AdaSum (adaptive summation over devices)",
     "grad_accumulation": "gradient accumulation (GradientAccumulation)",
@@ -62,6 +64,48 @@ def check_implemented(
         )
 
 
+def apply_less_bn(
+    model: Any,
+    optimizer: optax.GradientTransformation,
+    config: config_lib.BoostConfig,
+    sample_inputs: Any,
+):
+    """LessBN with the config's FN head and gradient centralization.
+
+    Returns:
+      ``(reduced_model, optimizer, convert_variables)``: the model with
+      BatchNorms removed (and the FN head if ``less_bn.fn_flag``), the
+      optimizer preceded by gradient centralization (if ``less_bn.gc_flag``;
+      grouped convolutions and the FN head excluded), and the function that
+      converts the original model's variables.
+    """
+    if model is None:
+        raise ValueError(
+            "`less_bn` rewrites a Flax model's BatchNorms: pass `model=` "
+            "(a plain `loss_fn` has none), or switch less_bn off."
+        )
+    if sample_inputs is None:
+        raise ValueError(
+            "`less_bn` traces the model to find its BatchNorm structures: "
+            "pass `sample_inputs=` (one batch of inputs; only shapes and "
+            "dtypes are used)."
+        )
+    train_step_lib.check_optimizer(optimizer)
+    plan = less_bn_lib.plan(
+        model, sample_inputs, fn_flag=config.less_bn.fn_flag
+    )
+    reduced = less_bn_lib.apply_plan(model, plan)
+    if config.less_bn.gc_flag:
+        optimizer = centralization.with_gradient_centralization(
+            optimizer,
+            mask=functools.partial(
+                centralization.gradient_centralization_mask,
+                excluded_modules=plan.excluded_from_gc,
+            ),
+        )
+    return reduced, optimizer, less_bn_lib.variables_converter(reduced, plan)
+
+
 def auto_boost(
     level: str = "O0",
     config: config_lib.BoostConfig | Mapping | str | os.PathLike | None = None,
@@ -72,6 +116,7 @@ def auto_boost(
     loss_fn: Callable[..., Any] | None = None,
     has_aux: bool = False,
     predict_fn: Callable[..., Any] | None = None,
+    sample_inputs: Any = None,
     donate_state: bool = False,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
@@ -91,11 +136,15 @@ def auto_boost(
       loss_fn: instead of `model` and `loss`, ``loss_fn(params, batch)``.
       has_aux: whether the loss returns ``(scalar, metrics_dict)``.
       predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
+      sample_inputs: one batch of model inputs (shapes only); needed when
+        LessBN is on, which traces the model to find its BatchNorms.
       donate_state: donate the input state's buffers to the step.
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)``, then
-      ``state, metrics = ts(state, batch)``.
+      ``state, metrics = ts(state, batch)``. With LessBN, ``ts.model`` is
+      the reduced model and ``ts.init`` also accepts the original model's
+      variables (converted: removed BatchNorms dropped, dense -> FN head).
 
     Raises:
       ValueError, TypeError: for an invalid level, config or argument.
@@ -118,14 +167,20 @@ def auto_boost(
       1
     """
     boost_config = config_lib.boost_config(level, config)
+    check_implemented(boost_config)
+    convert_variables = None
+    if boost_config.is_enabled("less_bn"):
+        model, optimizer, convert_variables = apply_less_bn(
+            model, optimizer, boost_config, sample_inputs
+        )
     objective = objectives_lib.make_objective(
         model=model,
         loss=loss,
         loss_fn=loss_fn,
         has_aux=has_aux,
         predict_fn=predict_fn,
+        convert_variables=convert_variables,
     )
-    check_implemented(boost_config)
     return train_step_lib.TrainStep(
         objective, optimizer, config=boost_config, donate_state=donate_state
     )

@@ -77,11 +77,21 @@ def _call_loss(loss, has_aux, outputs, targets):
     return loss(outputs, targets), {}
 
 
-def _accepts_train(module_call) -> bool:
+def accepts_train(module: nn.Module) -> bool:
+    """Whether a Linen module's ``__call__`` takes a ``train`` argument.
+
+    A wrapper whose ``__call__`` forwards ``**kwargs`` to a `network` field
+    (like `LinenLessBN`) is looked through.
+    """
     try:
-        return "train" in inspect.signature(module_call).parameters
+        parameters = inspect.signature(type(module).__call__).parameters
     except (TypeError, ValueError):
         return False
+    if "train" in parameters:
+        return True
+    forwards = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+    inner = getattr(module, "network", None)
+    return forwards and isinstance(inner, nn.Module) and accepts_train(inner)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +113,8 @@ class LinenObjective:
         ``{}``.
       rng_collections: names of the RNG streams the module draws from in
         training (each gets a key derived from the step's key).
+      convert_variables: applied to the variables given to `split` (e.g.
+        LessBN's conversion of the original model's variables).
     """
 
     module: nn.Module
@@ -111,9 +123,10 @@ class LinenObjective:
     train_kwargs: Mapping[str, Any] | None = None
     eval_kwargs: Mapping[str, Any] | None = None
     rng_collections: tuple[str, ...] = ("dropout",)
+    convert_variables: Callable[[Any], Any] | None = None
 
     def __post_init__(self):
-        takes_train = _accepts_train(type(self.module).__call__)
+        takes_train = accepts_train(self.module)
         if self.train_kwargs is None:
             object.__setattr__(
                 self, "train_kwargs", {"train": True} if takes_train else {}
@@ -124,6 +137,8 @@ class LinenObjective:
             )
 
     def split(self, variables):
+        if self.convert_variables is not None:
+            variables = self.convert_variables(variables)
         if not isinstance(variables, Mapping) or "params" not in variables:
             raise TypeError(
                 "`variables` of a Linen model must be the dict returned by "
@@ -182,14 +197,22 @@ class NNXObjective:
       loss: ``loss(outputs, targets) -> scalar``, or ``(scalar, metrics)``
         when `has_aux`.
       has_aux: whether `loss` also returns a dict of metrics.
+      convert_variables: applied to a module given to `split` (e.g. LessBN
+        applied to the original model).
     """
 
     def __init__(
-        self, module: nnx.Module, loss: Callable[..., Any], *, has_aux=False
+        self,
+        module: nnx.Module,
+        loss: Callable[..., Any],
+        *,
+        has_aux=False,
+        convert_variables: Callable[[Any], Any] | None = None,
     ):
         self.module = module
         self.loss = loss
         self.has_aux = has_aux
+        self.convert_variables = convert_variables
         self.graphdef = nnx.graphdef(module)
 
     def split(self, variables=None):
@@ -200,6 +223,8 @@ class NNXObjective:
                 "`variables` of an NNX model must be an nnx.Module, got "
                 f"{type(module).__name__}."
             )
+        if self.convert_variables is not None:
+            module = self.convert_variables(module)
         _, params, model_state = nnx.split(module, nnx.Param, ...)
         return params, model_state
 
@@ -271,6 +296,7 @@ def make_objective(
     loss_fn: Callable[..., Any] | None = None,
     has_aux: bool = False,
     predict_fn: Callable[..., Any] | None = None,
+    convert_variables: Callable[[Any], Any] | None = None,
 ) -> Objective:
     """Builds the objective for a Linen or NNX `model` + `loss`, or `loss_fn`.
 
@@ -282,6 +308,8 @@ def make_objective(
       has_aux: whether the loss also returns a dict of metrics.
       predict_fn: with `loss_fn`, ``predict_fn(params, inputs)`` for
         evaluation.
+      convert_variables: with `model`, applied to the variables given to
+        ``split`` (`LinenObjective`, `NNXObjective`).
 
     Returns:
       A `LinenObjective`, `NNXObjective` or `FunctionObjective`.
@@ -304,9 +332,13 @@ def make_objective(
     if predict_fn is not None:
         raise ValueError("`predict_fn=` goes with `loss_fn=`, not `model=`.")
     if isinstance(model, nn.Module):
-        return LinenObjective(model, loss, has_aux)
+        return LinenObjective(
+            model, loss, has_aux, convert_variables=convert_variables
+        )
     if isinstance(model, nnx.Module):
-        return NNXObjective(model, loss, has_aux=has_aux)
+        return NNXObjective(
+            model, loss, has_aux=has_aux, convert_variables=convert_variables
+        )
     raise TypeError(
         "`model` must be a Flax Linen or NNX module, got "
         f"{type(model).__name__}."

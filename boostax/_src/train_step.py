@@ -181,6 +181,11 @@ class TrainStep:
         return self._step(state, batch)
 
     @property
+    def model(self):
+        """The model being trained (after LessBN), ``None`` for a function."""
+        return getattr(self.objective, "module", None)
+
+    @property
     def step(self):
         """The jitted ``step(state, batch) -> (state, metrics)`` function."""
         return self._step

@@ -1,0 +1,698 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""LessBN: fewer BatchNorms and a full-normalization (FN) classifier head.
+
+MindSpore's LessBN removes the BatchNorms of a network that its graph pass
+recognizes in a few block structures, turning each into the identity (no
+affine either), and optionally replaces the last dense layer by an FN head.
+boostax reads the same structures from the model's own data flow (see
+`model_graph`), not from layer names:
+
+====================== ===================================================
+block                  BatchNorms removed (MindSpore's pattern numbers)
+====================== ===================================================
+ResNet basic block     the first BN of the residual branch
+(conv-BN-ReLU-conv-BN) and the BN of a projection shortcut (4-6)
+ResNet bottleneck      the first two BNs of the residual branch and the BN
+                       of a projection shortcut (1-3)
+MobileNetV2 inverted   the expansion conv's BN, in blocks with an identity
+residual               shortcut (7, 9)
+MobileNetV2 head       the BN of the last conv before global average
+                       pooling, conv-BN-ReLU6-mean (10)
+DenseNet dense layer   the BN applied to a concatenation (12-14); after
+                       max pooling, the layer's second BN (15-16)
+====================== ===================================================
+
+The BN that feeds a residual add always stays. Removed BNs disappear from
+the variables, so they have no parameters, statistics or optimizer state.
+Training and evaluation use the same reduced model.
+
+References:
+  MindSpore ``mindspore.boost.LessBN`` and the graph pass
+  ``frontend/optimizer/irpass/less_batch_normalization.cc``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import flax.core
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+from flax import nnx
+
+from boostax._src import model_graph, objectives
+
+FN_EPSILON = 1e-4
+
+
+# ---------------------------------------------------------------------------
+# The FN head.
+# ---------------------------------------------------------------------------
+
+
+def l2_normalize(x: jax.Array, axis: int, epsilon: float = FN_EPSILON):
+    """``x / sqrt(max(sum(x**2, axis), epsilon))`` (MindSpore's L2Normalize)."""
+    squared = jnp.sum(jnp.square(x), axis=axis, keepdims=True)
+    return x * jax.lax.rsqrt(jnp.maximum(squared, epsilon))
+
+
+def full_normalization(
+    x: jax.Array, kernel: jax.Array, multiplier: jax.Array
+) -> jax.Array:
+    """The FN head: ``multiplier * normalize(x) @ normalize(kernel)``.
+
+    Each sample is L2-normalized over its features and each output unit's
+    weight vector over its fan-in (``kernel`` is ``(in, out)``), so the
+    logits are cosine similarities scaled by the learned `multiplier`.
+    Squared norms are clamped at 1e-4.
+    """
+    scale = jnp.reshape(multiplier, ())  # stored as (1,), like MindSpore's
+    return scale * (l2_normalize(x, -1) @ l2_normalize(kernel, 0))
+
+
+class FNHead(nn.Module):
+    """Linen FN head: ``y = multiplier * normalize(x) @ normalize(kernel)``.
+
+    No bias; ``multiplier`` has shape ``(1,)``, starts at 1.0 and is trained.
+    The kernel is ``(in, out)`` like ``nn.Dense``'s, so a trained Dense
+    kernel converts as is (`fn_head_variables`).
+
+    Attributes:
+      features: number of outputs.
+      kernel_init: initializer of the kernel.
+    """
+
+    features: int
+    kernel_init: Any = nn.linear.default_kernel_init
+    boostax_layer_kind = "fn_head"
+
+    @nn.compact
+    def __call__(self, x):
+        kernel = self.param(
+            "kernel", self.kernel_init, (x.shape[-1], self.features)
+        )
+        multiplier = self.param("multiplier", nn.initializers.ones, (1,))
+        return full_normalization(x, kernel, multiplier)
+
+
+class NNXFNHead(nnx.Module):
+    """NNX FN head (see `FNHead`).
+
+    Args:
+      in_features, out_features: sizes of the kernel ``(in, out)``.
+      kernel: initial kernel, e.g. a trained ``nnx.Linear``'s (copied).
+      rngs: for a random kernel when `kernel` is not given.
+    """
+
+    boostax_layer_kind = "fn_head"
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        *,
+        kernel: jax.Array | None = None,
+        rngs: nnx.Rngs | None = None,
+    ):
+        if kernel is None:
+            if rngs is None:
+                raise ValueError("Pass `kernel=` or `rngs=` to NNXFNHead.")
+            kernel = nn.linear.default_kernel_init(
+                rngs.params(), (in_features, out_features)
+            )
+        self.kernel = nnx.Param(jnp.asarray(kernel))
+        self.multiplier = nnx.Param(jnp.ones((1,), self.kernel.dtype))
+
+    @classmethod
+    def from_linear(cls, linear: nnx.Linear) -> NNXFNHead:
+        """Converts a (trained) ``nnx.Linear``: kernel copied, bias dropped."""
+        return cls(
+            linear.in_features, linear.out_features, kernel=linear.kernel[...]
+        )
+
+    def __call__(self, x):
+        return full_normalization(x, self.kernel[...], self.multiplier[...])
+
+
+class NNXIdentity(nnx.Module):
+    """What a removed NNX BatchNorm becomes."""
+
+    def __call__(self, x, *args, **kwargs):
+        del args, kwargs
+        return x
+
+
+# ---------------------------------------------------------------------------
+# Finding the BatchNorms to remove.
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RemovedBatchNorm:
+    """One BatchNorm LessBN removes.
+
+    Attributes:
+      path: the BN module's path, ``/``-joined.
+      block: the structure recognized (e.g. ``"ResNet basic block"``).
+      reason: which BN of that structure this is, and why it goes.
+    """
+
+    path: str
+    block: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LessBNReport:
+    """What LessBN does to a model.
+
+    Attributes:
+      removed: the BatchNorms removed, in call order.
+      kept: paths of the BatchNorms that stay.
+      fn_head: path of the dense layer replaced by the FN head, or ``None``.
+      removed_parameters: trainable parameters removed (BN scales and
+        biases, and the dense bias when an FN head replaces it, minus the
+        FN multiplier).
+    """
+
+    removed: tuple[RemovedBatchNorm, ...]
+    kept: tuple[str, ...]
+    fn_head: str | None
+    removed_parameters: int
+
+    def __str__(self) -> str:
+        lines = [
+            f"LessBN: {len(self.removed)} of "
+            f"{len(self.removed) + len(self.kept)} BatchNorms removed, "
+            f"{self.removed_parameters} parameters fewer."
+        ]
+        lines += [f"  - {r.path}: {r.block}, {r.reason}" for r in self.removed]
+        lines += [f"  = {path}: kept" for path in self.kept]
+        if self.fn_head is not None:
+            lines.append(f"  FN head replaces dense layer {self.fn_head}")
+        return "\n".join(lines)
+
+
+def path_str(path: Sequence[Any]) -> str:
+    return "/".join(str(p) for p in path)
+
+
+def _kinds(chain: Sequence[model_graph.Node]) -> list[str]:
+    return [n.kind for n in chain]
+
+
+def _is_resnet_branch(kinds: list[str]) -> bool:
+    """(conv BN ReLU)+ conv BN, at least two convolutions."""
+    if len(kinds) < 5 or (len(kinds) - 2) % 3:
+        return False
+    body, tail = kinds[:-2], kinds[-2:]
+    return tail == ["conv", "batch_norm"] and all(
+        body[i : i + 3] == ["conv", "batch_norm", "relu"]
+        for i in range(0, len(body), 3)
+    )
+
+
+_INVERTED = [
+    ["conv", "batch_norm", "relu6"],
+    ["grouped_conv", "batch_norm", "relu6"],
+    ["conv", "batch_norm"],
+]
+
+
+def _is_inverted_branch(kinds: list[str]) -> bool:
+    """conv BN ReLU6, depthwise conv BN ReLU6, conv BN."""
+    return kinds == [k for stage in _INVERTED for k in stage]
+
+
+def _branches(graph, add: model_graph.Node):
+    """The two branches of a residual add, forward order, and their source."""
+    a, b = graph.data_inputs(add)
+    chain_a, chain_b = graph.backward_chain(a), graph.backward_chain(b)
+    positions = {node.id: i for i, node in enumerate(chain_b)}
+    for i, node in enumerate(chain_a):
+        if node.id in positions:
+            j = positions[node.id]
+            return chain_a[:i][::-1], chain_b[:j][::-1], node
+    return None
+
+
+def _residual_rules(graph) -> list[tuple[model_graph.Node, str, str]]:
+    found = []
+    for add in graph.nodes:
+        if add.kind != "add" or len(graph.data_inputs(add)) != 2:
+            continue
+        branches = _branches(graph, add)
+        if branches is None:
+            continue
+        first, second, _ = branches
+        main, shortcut = sorted((first, second), key=len, reverse=True)
+        main_kinds, short_kinds = _kinds(main), _kinds(shortcut)
+        bns = [n for n in main if n.kind == "batch_norm"]
+        if _is_resnet_branch(main_kinds) and short_kinds in (
+            [],
+            ["conv", "batch_norm"],
+        ):
+            block = (
+                "ResNet basic block" if len(bns) == 2 else "ResNet bottleneck"
+            )
+            for i, bn in enumerate(bns[:-1]):
+                found.append(
+                    (
+                        bn,
+                        block,
+                        f"BN {i + 1} of {len(bns)} in the residual branch "
+                        "(only the BN feeding the residual add stays)",
+                    )
+                )
+            if short_kinds:
+                found.append(
+                    (shortcut[1], block, "BN of the projection shortcut")
+                )
+        elif _is_inverted_branch(main_kinds) and not short_kinds:
+            found.append(
+                (
+                    bns[0],
+                    "MobileNetV2 inverted residual",
+                    "BN of the expansion conv in a block with an identity "
+                    "shortcut",
+                )
+            )
+    return found
+
+
+def _head_rules(graph) -> list[tuple[model_graph.Node, str, str]]:
+    """conv -> BN -> ReLU6 -> global mean: the BN goes (pattern 10)."""
+    found = []
+    for mean in graph.nodes:
+        if mean.kind != "mean":
+            continue
+        chain = graph.backward_chain(mean, limit=4)
+        if _kinds(chain[1:4]) == ["relu6", "batch_norm", "conv"]:
+            found.append(
+                (
+                    chain[2],
+                    "MobileNetV2 head",
+                    "BN of the last conv before global average pooling",
+                )
+            )
+    return found
+
+
+def _forward_chain(graph, node, length) -> list[model_graph.Node]:
+    chain = [node]
+    while len(chain) < length:
+        consumers = graph.data_consumers(chain[-1])
+        if len(consumers) != 1:
+            break
+        chain.append(consumers[0])
+    return chain
+
+
+_DENSE_LAYER = ["batch_norm", "relu", "conv", "batch_norm", "relu", "conv"]
+
+
+def _dense_rules(graph) -> list[tuple[model_graph.Node, str, str]]:
+    found = []
+    for source in graph.nodes:
+        if source.kind not in ("concat", "max_pool"):
+            continue
+        for consumer in graph.data_consumers(source):
+            layer = _forward_chain(graph, consumer, len(_DENSE_LAYER))
+            if _kinds(layer) != _DENSE_LAYER:
+                continue
+            if source.kind == "concat":
+                found.append(
+                    (
+                        layer[0],
+                        "DenseNet dense layer",
+                        "BN applied to the concatenation of earlier features",
+                    )
+                )
+            else:
+                found.append(
+                    (
+                        layer[3],
+                        "DenseNet dense layer",
+                        "second BN of the first dense layer after max pooling",
+                    )
+                )
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class LessBNPlan:
+    """The decisions of LessBN for one model.
+
+    Attributes:
+      removed: module paths of the BatchNorms to remove.
+      fn_head: module path of the dense layer to turn into an FN head.
+      excluded_from_gc: module paths gradient centralization leaves alone
+        (grouped and depthwise convolutions, FN heads).
+      report: the `LessBNReport`.
+    """
+
+    removed: tuple[tuple[Any, ...], ...]
+    fn_head: tuple[Any, ...] | None
+    excluded_from_gc: tuple[tuple[Any, ...], ...]
+    report: LessBNReport
+
+
+def plan_less_bn(
+    graph: model_graph.Graph, *, fn_flag: bool, param_counts
+) -> LessBNPlan:
+    """Applies the rules to a model graph.
+
+    Args:
+      graph: the model's `model_graph.Graph`.
+      fn_flag: also replace the last dense layer by an FN head.
+      param_counts: ``param_counts(path) -> int``, the number of trainable
+        parameters of the module at `path`.
+    """
+    decisions: dict[int, tuple[model_graph.Node, str, str]] = {}
+    for node, block, reason in (
+        _residual_rules(graph) + _head_rules(graph) + _dense_rules(graph)
+    ):
+        decisions.setdefault(node.id, (node, block, reason))
+    ordered = sorted(decisions.values(), key=lambda d: d[0].call.index)
+    removed_paths = [node.path for node, _, _ in ordered]
+    kept = tuple(
+        path_str(n.path)
+        for n in graph.layers("batch_norm")
+        if n.path not in removed_paths
+    )
+    removed_parameters = sum(param_counts(p) for p in removed_paths)
+    fn_head = None
+    if fn_flag:
+        dense = list(graph.layers("dense"))
+        if dense:
+            fn_head = dense[-1].path
+            # The bias goes, the multiplier comes.
+            module = dense[-1].call.module
+            use_bias = getattr(module, "use_bias", True)
+            features = getattr(
+                module, "features", getattr(module, "out_features", 0)
+            )
+            removed_parameters += (features if use_bias else 0) - 1
+        else:
+            warnings.warn(
+                "LessBN: fn_flag=True but the model has no dense layer to "
+                "replace by an FN head.",
+                UserWarning,
+                stacklevel=3,
+            )
+    report = LessBNReport(
+        removed=tuple(
+            RemovedBatchNorm(path_str(n.path), block, reason)
+            for n, block, reason in ordered
+        ),
+        kept=kept,
+        fn_head=None if fn_head is None else path_str(fn_head),
+        removed_parameters=removed_parameters,
+    )
+    excluded = [
+        n.path for n in graph.nodes if n.kind in ("grouped_conv", "fn_head")
+    ]
+    if fn_head is not None:
+        excluded.append(fn_head)
+    return LessBNPlan(tuple(removed_paths), fn_head, tuple(excluded), report)
+
+
+# ---------------------------------------------------------------------------
+# Linen.
+# ---------------------------------------------------------------------------
+
+
+def _linen_mode_kwargs(module: nn.Module, train: bool) -> dict[str, Any]:
+    return {"train": train} if objectives.accepts_train(module) else {}
+
+
+def _linen_plan(module, inputs, fn_flag) -> LessBNPlan:
+    kwargs = _linen_mode_kwargs(module, False)
+    graph = model_graph.linen_graph(module, inputs, kwargs)
+    variables = jax.eval_shape(
+        lambda *x: module.init(jax.random.PRNGKey(0), *x, **kwargs),
+        *model_graph._abstract(tuple(inputs)),
+    )
+
+    def count(path):
+        subtree = variables.get("params", {})
+        for key in path:
+            subtree = subtree.get(key, {})
+        return sum(math.prod(x.shape) for x in jax.tree.leaves(subtree))
+
+    return plan_less_bn(graph, fn_flag=fn_flag, param_counts=count)
+
+
+class LinenLessBN(nn.Module):
+    """A Linen model with LessBN applied (see `less_bn`).
+
+    Wraps `network` without changing its variable paths: removed BatchNorms
+    return their input and create no variables; the FN head keeps the dense
+    layer's kernel (same path), drops its bias and adds a ``multiplier``.
+
+    Attributes:
+      network: the original Linen module.
+      removed: paths of the removed BatchNorm modules.
+      fn_head: path of the dense layer turned into an FN head, or ``None``.
+    """
+
+    network: nn.Module
+    removed: tuple[tuple[Any, ...], ...] = ()
+    fn_head: tuple[Any, ...] | None = None
+
+    def setup(self):
+        nn.share_scope(self, self.network)
+
+    def __call__(self, *args, **kwargs):
+        # A plain function: a module method would itself be intercepted.
+        removed, fn_head = set(self.removed), self.fn_head
+
+        def intercept(next_fun, args, kwargs, context):
+            path = tuple(context.module.path)
+            if context.method_name != "__call__":
+                return next_fun(*args, **kwargs)
+            if path in removed:
+                return args[0]
+            if path == fn_head:
+                return _linen_fn_head(context.module, args[0])
+            return next_fun(*args, **kwargs)
+
+        with nn.intercept_methods(intercept):
+            return self.network(*args, **kwargs)
+
+    def convert_variables(self, variables):
+        """Variables of `network` -> variables of this model.
+
+        Drops the removed BatchNorms' entries (every collection) and, for the
+        FN head, the dense bias, adding ``multiplier = 1``. Variables that
+        are already converted come back unchanged.
+        """
+        variables = flax.core.unfreeze(variables)
+        for path in self.removed:
+            for collection in variables.values():
+                _pop_path(collection, path)
+        if self.fn_head is not None:
+            head = variables.get("params", {})
+            for key in self.fn_head:
+                head = head.get(key, {})
+            if "kernel" in head and "multiplier" not in head:
+                head.pop("bias", None)
+                head["multiplier"] = jnp.ones((1,), head["kernel"].dtype)
+        return variables
+
+
+def _linen_fn_head(dense: nn.Dense, x: jax.Array) -> jax.Array:
+    """The FN head in place of `dense`, reusing its kernel variable."""
+    kernel = dense.scope.param(
+        "kernel",
+        dense.kernel_init,
+        (x.shape[-1], dense.features),
+        dense.param_dtype,
+    )
+    multiplier = dense.scope.param(
+        "multiplier", nn.initializers.ones, (1,), dense.param_dtype
+    )
+    return full_normalization(x, kernel, multiplier)
+
+
+def _pop_path(tree: dict, path) -> None:
+    for key in path[:-1]:
+        tree = tree.get(key)
+        if not isinstance(tree, dict):
+            return
+    tree.pop(path[-1], None)
+
+
+# ---------------------------------------------------------------------------
+# NNX.
+# ---------------------------------------------------------------------------
+
+
+def _nnx_plan(model, inputs, fn_flag) -> LessBNPlan:
+    graph = model_graph.nnx_graph(model, inputs)
+    modules = dict(nnx.iter_modules(model))
+
+    def count(path):
+        module = modules[tuple(path)]
+        _, params, _ = nnx.split(module, nnx.Param, ...)
+        return sum(math.prod(x.shape) for x in jax.tree.leaves(params))
+
+    return plan_less_bn(graph, fn_flag=fn_flag, param_counts=count)
+
+
+def _set_submodule(root, path, value) -> None:
+    parent = root
+    for key in path[:-1]:
+        parent = parent[key] if isinstance(key, int) else getattr(parent, key)
+    if isinstance(path[-1], int):
+        parent[path[-1]] = value
+    else:
+        setattr(parent, path[-1], value)
+
+
+def _apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
+    model = nnx.clone(model)
+    modules = dict(nnx.iter_modules(model))
+    for path in plan.removed:
+        _set_submodule(model, path, NNXIdentity())
+    if plan.fn_head is not None:
+        _set_submodule(
+            model, plan.fn_head, NNXFNHead.from_linear(modules[plan.fn_head])
+        )
+    return model
+
+
+# ---------------------------------------------------------------------------
+# Public entry points.
+# ---------------------------------------------------------------------------
+
+
+def _as_tuple(sample_inputs) -> tuple[Any, ...]:
+    return (
+        tuple(sample_inputs)
+        if isinstance(sample_inputs, tuple)
+        else (sample_inputs,)
+    )
+
+
+def plan(model, sample_inputs, *, fn_flag: bool = False) -> LessBNPlan:
+    """The LessBN decisions for a Linen or NNX `model` (shapes only)."""
+    inputs = _as_tuple(sample_inputs)
+    if isinstance(model, LinenLessBN):
+        model = model.network
+    if isinstance(model, nn.Module):
+        return _linen_plan(model, inputs, fn_flag)
+    if isinstance(model, nnx.Module):
+        return _nnx_plan(model, inputs, fn_flag)
+    raise TypeError(
+        "`model` must be a Flax Linen or NNX module, got "
+        f"{type(model).__name__}."
+    )
+
+
+def less_bn_report(model, sample_inputs, *, fn_flag: bool = False):
+    """Says which BatchNorms `less_bn` removes from `model`, and why.
+
+    Args:
+      model: a Flax Linen or NNX module.
+      sample_inputs: one batch of inputs (or a tuple of positional inputs);
+        only shapes and dtypes are used.
+      fn_flag: whether the last dense layer becomes an FN head.
+
+    Returns:
+      A `LessBNReport`; ``print(report)`` lists each BatchNorm.
+    """
+    return plan(model, sample_inputs, fn_flag=fn_flag).report
+
+
+def apply_plan(model, less_bn_plan: LessBNPlan):
+    """Builds the reduced model from a plan (see `less_bn`)."""
+    if not less_bn_plan.removed and less_bn_plan.fn_head is None:
+        warnings.warn(
+            "LessBN found no BatchNorm structure it knows (ResNet, "
+            "MobileNetV2, DenseNet blocks) in the model; it is returned "
+            "unchanged.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return model
+    if isinstance(model, nn.Module):
+        return LinenLessBN(model, less_bn_plan.removed, less_bn_plan.fn_head)
+    return _apply_nnx_plan(model, less_bn_plan)
+
+
+def is_reduced(model) -> bool:
+    """Whether LessBN already reduced `model`."""
+    if isinstance(model, LinenLessBN):
+        return True
+    if isinstance(model, nnx.Module):
+        return any(
+            isinstance(m, (NNXIdentity, NNXFNHead))
+            for _, m in nnx.iter_modules(model)
+        )
+    return False
+
+
+def variables_converter(reduced_model, less_bn_plan: LessBNPlan):
+    """A function turning the original model's variables into the reduced's.
+
+    Linen: ``reduced_model.convert_variables``. NNX: LessBN applied to the
+    given module (its weights carried over); a module that already has the
+    reduced structure is returned as is.
+    """
+    if isinstance(reduced_model, LinenLessBN):
+        return reduced_model.convert_variables
+    if isinstance(reduced_model, nnx.Module):
+        graphdef = nnx.graphdef(reduced_model)
+
+        def convert(module):
+            if nnx.graphdef(module) == graphdef:
+                return module
+            return _apply_nnx_plan(module, less_bn_plan)
+
+        return convert
+    return None
+
+
+def less_bn(model, sample_inputs, *, fn_flag: bool = False):
+    """Removes BatchNorms by MindSpore's LessBN rules.
+
+    The structures are found in the model's data flow on `sample_inputs`
+    (see the module docstring for the rules). A model with none of them is
+    returned unchanged, with a warning.
+
+    Args:
+      model: a Flax Linen or NNX module.
+      sample_inputs: one batch of inputs (or a tuple of positional inputs);
+        only shapes and dtypes are used.
+      fn_flag: replace the last dense layer by an FN head (kernel copied,
+        bias dropped, multiplier 1).
+
+    Returns:
+      Linen: a `LinenLessBN` wrapping `model` (same variable paths minus the
+      removed BNs; ``.convert_variables`` converts the original's
+      variables). NNX: a new module in which removed BatchNorms are
+      identities and the FN head replaces the last ``nnx.Linear``, carrying
+      `model`'s current weights (`model` is not modified).
+
+    Example:
+      >>> import jax, jax.numpy as jnp, boostax
+      >>> from boostax.examples import models
+      >>> x = jnp.zeros((1, 8, 8, 1))
+      >>> model = models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
+      >>> reduced = boostax.less_bn(model, x, fn_flag=True)
+      >>> report = boostax.less_bn_report(model, x, fn_flag=True)
+      >>> [r.path for r in report.removed]
+      ['BasicBlock_0/BatchNorm_0', 'BasicBlock_1/BatchNorm_0', \
+'BasicBlock_1/BatchNorm_2']
+      >>> variables = reduced.init(jax.random.PRNGKey(0), x, train=False)
+      >>> sorted(variables["params"]["Dense_0"])
+      ['kernel', 'multiplier']
+    """
+    return apply_plan(model, plan(model, sample_inputs, fn_flag=fn_flag))

@@ -1,0 +1,378 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The layer-level data-flow graph of a Flax model, read from one trace.
+
+LessBN and gradient centralization decide from a model's own structure which
+layers to change. This module traces the model once on abstract inputs,
+wrapping every module call in a named scope, and rebuilds from the jaxpr a
+graph whose nodes are *layers* (convolutions, BatchNorms, dense layers: one
+node per call) and the *operations between them* (residual adds, ReLU,
+concatenation, pooling), with edges following the data.
+
+Works for Flax Linen (module calls intercepted with ``nn.intercept_methods``)
+and Flax NNX (``__call__`` of the module classes wrapped during the trace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import jax
+from flax import linen as nn
+from flax import nnx
+from jax.extend import core as jex_core
+
+_SCOPE = "boostax_call_"
+_SCOPE_RE = re.compile(_SCOPE + r"(\d+)")
+
+# Primitives that only move or relabel data: skipped when following edges.
+_PASS_THROUGH = frozenset(
+    {
+        "reshape",
+        "convert_element_type",
+        "copy",
+        "copy_p",
+        "squeeze",
+        "expand_dims",
+        "broadcast_in_dim",
+        "transpose",
+        "stop_gradient",
+    }
+)
+
+
+def layer_kind(module: Any) -> str | None:
+    """The kind of a known layer module, or ``None`` for any other module."""
+    if isinstance(module, (nn.Conv, nnx.Conv)):
+        groups = getattr(module, "feature_group_count", 1)
+        return "grouped_conv" if groups > 1 else "conv"
+    if isinstance(module, (nn.BatchNorm, nnx.BatchNorm)):
+        return "batch_norm"
+    if isinstance(module, (nn.Dense, nnx.Linear)):
+        return "dense"
+    return getattr(module, "boostax_layer_kind", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleCall:
+    """One call of a module during the trace.
+
+    Attributes:
+      index: order of the call.
+      path: the module's path (Linen names, NNX attribute keys / indices).
+      module: the module object (bound Linen module or NNX module).
+      kind: `layer_kind` of the module, ``None`` if it is not a known layer.
+    """
+
+    index: int
+    path: tuple[Any, ...]
+    module: Any
+    kind: str | None
+
+
+@dataclasses.dataclass
+class Node:
+    """A node of the graph: one layer call or one operation between layers.
+
+    Attributes:
+      id: position in `Graph.nodes` (topological order).
+      kind: ``"input"``, a layer kind (``"conv"``, ``"grouped_conv"``,
+        ``"batch_norm"``, ``"dense"``) or an operation: ``"add"``,
+        ``"relu"``, ``"relu6"``, ``"concat"``, ``"max_pool"``, ``"mean"``,
+        ``"pass"`` (reshapes and casts) or ``"other"``.
+      call: the `ModuleCall` of a layer node.
+      inputs: ids of the nodes whose outputs this node reads, in order.
+      consumers: ids of the nodes that read this node's outputs.
+      shape: shape of the node's (first) data output.
+    """
+
+    id: int
+    kind: str
+    call: ModuleCall | None = None
+    inputs: list[int] = dataclasses.field(default_factory=list)
+    consumers: list[int] = dataclasses.field(default_factory=list)
+    shape: tuple[int, ...] = ()
+
+    @property
+    def path(self) -> tuple[Any, ...] | None:
+        return None if self.call is None else self.call.path
+
+
+@dataclasses.dataclass
+class Graph:
+    """The layer-level data-flow graph of one forward pass."""
+
+    nodes: list[Node]
+    calls: list[ModuleCall]
+
+    def data_inputs(self, node: Node) -> list[Node]:
+        """The nodes `node` reads, looking through pass-through ops."""
+        found = []
+        for i in node.inputs:
+            source = self.nodes[i]
+            while source.kind == "pass" and source.inputs:
+                source = self.nodes[source.inputs[0]]
+            found.append(source)
+        return found
+
+    def data_consumers(self, node: Node) -> list[Node]:
+        """The nodes reading `node`, looking through pass-through ops."""
+        found = []
+        for i in node.consumers:
+            target = self.nodes[i]
+            if target.kind == "pass":
+                found.extend(self.data_consumers(target))
+            else:
+                found.append(target)
+        return found
+
+    def producer(self, node: Node) -> Node | None:
+        """The node feeding `node`'s first data input."""
+        inputs = self.data_inputs(node)
+        return inputs[0] if inputs else None
+
+    def backward_chain(self, node: Node, limit: int = 64) -> list[Node]:
+        """`node` and its producers along first inputs, newest first."""
+        chain = [node]
+        while len(chain) < limit:
+            source = self.producer(chain[-1])
+            if source is None:
+                break
+            chain.append(source)
+        return chain
+
+    def layers(self, kind: str) -> Iterator[Node]:
+        return (n for n in self.nodes if n.call is not None and n.kind == kind)
+
+
+# ---------------------------------------------------------------------------
+# Recording module calls.
+# ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _record_linen_calls(calls: list[ModuleCall]):
+    def interceptor(next_fun, args, kwargs, context):
+        if context.method_name != "__call__":
+            return next_fun(*args, **kwargs)
+        module = context.module
+        index = len(calls)
+        calls.append(
+            ModuleCall(index, tuple(module.path), module, layer_kind(module))
+        )
+        with jax.named_scope(f"{_SCOPE}{index}"):
+            return next_fun(*args, **kwargs)
+
+    with nn.intercept_methods(interceptor):
+        yield
+
+
+@contextlib.contextmanager
+def _record_nnx_calls(model: nnx.Module, calls: list[ModuleCall]):
+    paths = {id(m): tuple(p) for p, m in nnx.iter_modules(model)}
+    # Wrap __call__ where it is defined, once per defining class.
+    owners = {}
+    for _, module in nnx.iter_modules(model):
+        for cls in type(module).__mro__:
+            if "__call__" in vars(cls):
+                owners[cls] = vars(cls)["__call__"]
+                break
+    active: set[int] = set()
+
+    def wrap(original):
+        def __call__(self, *args, **kwargs):  # noqa: N807
+            if id(self) not in paths or id(self) in active:
+                return original(self, *args, **kwargs)
+            index = len(calls)
+            calls.append(
+                ModuleCall(index, paths[id(self)], self, layer_kind(self))
+            )
+            active.add(id(self))
+            try:
+                with jax.named_scope(f"{_SCOPE}{index}"):
+                    return original(self, *args, **kwargs)
+            finally:
+                active.discard(id(self))
+
+        return __call__
+
+    try:
+        for cls, original in owners.items():
+            setattr(cls, "__call__", wrap(original))  # noqa: B010
+        yield
+    finally:
+        for cls, original in owners.items():
+            setattr(cls, "__call__", original)  # noqa: B010
+
+
+def _abstract(tree):
+    return jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(
+            jax.numpy.shape(x), jax.numpy.result_type(x)
+        ),
+        tree,
+    )
+
+
+def trace_linen(
+    module: nn.Module, inputs: Sequence[Any], apply_kwargs: dict[str, Any]
+) -> tuple[jex_core.ClosedJaxpr, list[ModuleCall], int]:
+    """Traces ``module.apply(variables, *inputs)`` recording module calls.
+
+    Returns the jaxpr, the calls, and how many of the jaxpr's inputs are
+    variables (the rest are the model inputs).
+    """
+    inputs = _abstract(tuple(inputs))
+    variables = jax.eval_shape(
+        lambda *x: module.init(jax.random.PRNGKey(0), *x, **apply_kwargs),
+        *inputs,
+    )
+    calls: list[ModuleCall] = []
+
+    def forward(variables, *x):
+        with _record_linen_calls(calls):
+            # Mutable, so that training mode (batch statistics) traces too.
+            return module.apply(variables, *x, mutable=True, **apply_kwargs)
+
+    jaxpr = jax.make_jaxpr(forward)(variables, *inputs)
+    return jaxpr, calls, len(jax.tree.leaves(variables))
+
+
+def trace_nnx(
+    model: nnx.Module, inputs: Sequence[Any]
+) -> tuple[jex_core.ClosedJaxpr, list[ModuleCall], int]:
+    """Traces ``model(*inputs)`` (in eval mode, on a copy) recording calls."""
+    inputs = _abstract(tuple(inputs))
+    graphdef, state = nnx.split(model)
+    calls: list[ModuleCall] = []
+
+    def forward(state, *x):
+        copy = nnx.merge(graphdef, state, copy=True)
+        copy.eval()
+        with _record_nnx_calls(copy, calls):
+            return copy(*x)
+
+    jaxpr = jax.make_jaxpr(forward)(state, *inputs)
+    return jaxpr, calls, len(jax.tree.leaves(state))
+
+
+# ---------------------------------------------------------------------------
+# From the jaxpr to the graph.
+# ---------------------------------------------------------------------------
+
+
+def _inner_names(eqn) -> list[str]:
+    """Names of the jitted functions nested in a call-like equation."""
+    names = []
+    if "name" in eqn.params:
+        names.append(str(eqn.params["name"]))
+    for key in ("call_jaxpr", "jaxpr", "fun_jaxpr"):
+        inner = eqn.params.get(key)
+        inner = getattr(inner, "jaxpr", inner)
+        for sub in getattr(inner, "eqns", ()):
+            names.extend(_inner_names(sub))
+    return names
+
+
+def _is_zero_literal(atom) -> bool:
+    return isinstance(atom, jex_core.Literal) and atom.val == 0
+
+
+def _op_kind(eqn, n_data_inputs: int) -> str:
+    name = eqn.primitive.name
+    if name in _PASS_THROUGH:
+        return "pass"
+    if name in ("custom_jvp_call", "jit", "pjit", "closed_call"):
+        inner = _inner_names(eqn)
+        for activation in ("relu6", "relu"):
+            if activation in inner:
+                return activation
+        return "other"
+    if name == "max" and any(_is_zero_literal(a) for a in eqn.invars):
+        return "relu"
+    if name == "add" and n_data_inputs == 2:
+        return "add"
+    if name in ("add", "sub", "mul", "div") and n_data_inputs == 1:
+        return "pass"  # scaling or shifting by a constant
+    if name == "concatenate":
+        return "concat"
+    if name == "reduce_window_max":
+        return "max_pool"
+    if name in ("reduce_sum", "reduce_mean"):
+        return "mean"
+    return "other"
+
+
+def _owner(eqn, calls: list[ModuleCall]) -> ModuleCall | None:
+    """The outermost known layer whose call produced `eqn`, if any."""
+    for index in _SCOPE_RE.findall(str(eqn.source_info.name_stack)):
+        call = calls[int(index)]
+        if call.kind is not None:
+            return call
+    return None
+
+
+def build_graph(
+    closed_jaxpr: jex_core.ClosedJaxpr, calls: list[ModuleCall], n_params: int
+) -> Graph:
+    """The layer-level graph of a traced forward pass.
+
+    Args:
+      closed_jaxpr: the trace; its first `n_params` inputs are variables, the
+        rest are the model's inputs.
+      calls: the module calls recorded during the trace.
+      n_params: how many jaxpr inputs are variables.
+    """
+    jaxpr = closed_jaxpr.jaxpr
+    nodes = [Node(0, "input")]
+    producer: dict[Any, int] = {}  # data var -> node id
+    for var in jaxpr.invars[n_params:]:
+        producer[var] = 0
+    layer_nodes: dict[int, int] = {}  # call index -> node id
+
+    def link(node: Node, var) -> None:
+        source = producer[var]
+        if source != node.id and source not in node.inputs:
+            node.inputs.append(source)
+            nodes[source].consumers.append(node.id)
+
+    for eqn in jaxpr.eqns:
+        data_in = [
+            v
+            for v in eqn.invars
+            if not isinstance(v, jex_core.Literal) and v in producer
+        ]
+        if not data_in:
+            continue  # parameter or constant arithmetic
+        call = _owner(eqn, calls)
+        if call is not None and call.index in layer_nodes:
+            node = nodes[layer_nodes[call.index]]
+        else:
+            kind = call.kind if call else _op_kind(eqn, len(data_in))
+            node = Node(len(nodes), kind, call)
+            nodes.append(node)
+            if call is not None:
+                layer_nodes[call.index] = node.id
+        for var in data_in:
+            link(node, var)
+        for var in eqn.outvars:
+            producer[var] = node.id
+        if eqn.outvars:
+            node.shape = tuple(eqn.outvars[0].aval.shape)
+    return Graph(nodes, calls)
+
+
+def linen_graph(
+    module: nn.Module, inputs: Sequence[Any], apply_kwargs: dict[str, Any]
+) -> Graph:
+    """The graph of a Linen module applied to `inputs` (shapes only)."""
+    return build_graph(*trace_linen(module, inputs, apply_kwargs))
+
+
+def nnx_graph(model: nnx.Module, inputs: Sequence[Any]) -> Graph:
+    """The graph of an NNX module applied to `inputs` (shapes only)."""
+    return build_graph(*trace_nnx(model, inputs))
