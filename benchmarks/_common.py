@@ -44,9 +44,8 @@ def environment() -> dict[str, Any]:
     }
 
 
-def compiled_stats(lowered: jax.stages.Lowered) -> dict[str, float | None]:
-    """FLOPs and memory of a lowered step, read from the compiled executable."""
-    compiled = lowered.compile()
+def compiled_stats(compiled: jax.stages.Compiled) -> dict[str, float | None]:
+    """FLOPs and memory of a compiled step (``jit(f).lower(...).compile()``)."""
     cost = compiled.cost_analysis() or {}
     if isinstance(cost, list):  # older JAX: one dict per computation
         cost = cost[0] if cost else {}

@@ -94,11 +94,15 @@ def main(argv=None) -> dict:
         "steps_per_repetition": args.steps,
         "plain": {
             "median_step_ms": 1e3 * statistics.median(samples["plain"]),
-            **_common.compiled_stats(plain_step.lower(plain_state, batch)),
+            **_common.compiled_stats(
+                plain_step.lower(plain_state, batch).compile()
+            ),
         },
         "boostax_O0": {
             "median_step_ms": 1e3 * statistics.median(samples["boostax_O0"]),
-            **_common.compiled_stats(boost_step.lower(boost_state, batch)),
+            **_common.compiled_stats(
+                boost_step.lower(boost_state, batch).compile()
+            ),
         },
         "ratio_boostax_over_plain": ratio,
         "target_ratio": TARGET_RATIO,

@@ -65,6 +65,7 @@ def _fan_in(shape: Sequence[int], layout: str) -> int:
 def centralize(g: jax.Array, layout: str = "flax") -> jax.Array:
     """Subtracts from `g` its mean over every axis but the output axis."""
     _check_layout(layout)
+    g = jnp.asarray(g)
     if g.ndim < 2:
         return g
     axes = _reduce_axes(g.ndim, layout)

@@ -1,0 +1,251 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""LessBN vs the full model: compiled cost, step time and accuracy.
+
+On the example ResNet (digits), compares the full model trained by the
+hand-written Optax step with LessBN trained by ``auto_boost`` (level O1,
+manual mode, only ``less_bn``: BatchNorm removal + FN head + gradient
+centralization, MindSpore's defaults) and with BatchNorm removal alone:
+
+- FLOPs and bytes accessed of one compiled train step (``cost_analysis``,
+  hardware-independent), as ratios LessBN / full;
+- median step time, interleaved repetitions, as a ratio (BatchNorm is
+  memory-bound: expect little on a CPU; the <= 0.90 target is for a GPU);
+- test accuracy after a fixed number of epochs, over 3 seeds (target: within
+  0.5 point of the full model).
+
+    python benchmarks/less_bn.py                 # default backend
+    python benchmarks/less_bn.py --device gpu    # force a backend
+    python benchmarks/less_bn.py --quick         # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import os
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import _common
+import jax
+import jax.numpy as jnp
+import optax
+
+import boostax
+from boostax.examples import baseline, data, demo, models
+
+STEP_TIME_TARGET = 0.90  # on a GPU
+ACCURACY_TOLERANCE = 0.005
+
+VARIANTS = {
+    "less_bn": {"fn_flag": True, "gc_flag": True},
+    "bn_removal_only": {"fn_flag": False, "gc_flag": False},
+}
+
+
+def _config(less_bn_section):
+    return {
+        "boost": {"mode": "manual", "less_bn": True, "grad_freeze": False},
+        "less_bn": less_bn_section,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One way of training: its compiled step, init and predict."""
+
+    name: str
+    step: Callable[[Any, Any], Any]
+    init: Callable[[Any], Any]
+    predict: Callable[[Any, Any], Any]
+
+
+def build_variants(model, optimizer, batch, variables) -> list[Variant]:
+    """Every variant, its step compiled once for `batch`'s shapes."""
+    plain_step = baseline.make_plain_step(
+        model, optimizer, models.cross_entropy, train=True
+    )
+    variants = [
+        Variant(
+            "full",
+            plain_step,
+            lambda v: baseline.init_plain_state(v, optimizer),
+            baseline.make_plain_predict(model, train=False),
+        )
+    ]
+    for name, section in VARIANTS.items():
+        ts = boostax.auto_boost(
+            "O1",
+            _config(section),
+            optimizer=optimizer,
+            model=model,
+            loss=models.cross_entropy,
+            sample_inputs=batch[0],
+        )
+        variants.append(Variant(name, ts.step, ts.init, ts.predict))
+    return [
+        dataclasses.replace(
+            v, step=v.step.lower(v.init(variables), batch).compile()
+        )
+        for v in variants
+    ]
+
+
+def measure_cost_and_time(variants, variables, batch, args) -> dict:
+    def run(variant):
+        state = variant.init(variables)
+
+        def run_steps():
+            nonlocal state
+            for _ in range(args.steps):
+                state, _ = variant.step(state, batch)
+            return state
+
+        return run_steps
+
+    samples = _common.interleaved_timings(
+        {v.name: run(v) for v in variants},
+        repetitions=args.repetitions,
+        steps=args.steps,
+    )
+    stats = {v.name: _common.compiled_stats(v.step) for v in variants}
+    result = {}
+    for name, stat in stats.items():
+        result[name] = {
+            "median_step_ms": 1e3 * statistics.median(samples[name]),
+            **stat,
+        }
+        if name != "full":
+            result[name]["flops_ratio"] = stat["flops"] / stats["full"]["flops"]
+            result[name]["bytes_accessed_ratio"] = (
+                stat["bytes_accessed"] / stats["full"]["bytes_accessed"]
+            )
+            result[name]["step_time_ratio"] = _common.paired_ratio(
+                samples[name], samples["full"]
+            )
+    return result
+
+
+def measure_accuracy(variants, model, digits, args) -> dict:
+    accuracies = {v.name: [] for v in variants}
+    for seed in range(args.seeds):
+        variables = model.init(
+            jax.random.PRNGKey(seed), digits.x_train[:1], train=False
+        )
+        for v in variants:
+            runner = demo.Runner(
+                v.name,
+                functools.partial(v.init, variables),
+                lambda state, batch, v=v: v.step(state, batch)[0],
+                lambda state, v=v: baseline.accuracy(
+                    functools.partial(v.predict, state),
+                    digits.x_test,
+                    digits.y_test,
+                ),
+            )
+            result = demo.train(
+                runner,
+                digits,
+                epochs=args.epochs,
+                batch_size=args.batch_size,
+                seed=seed,
+                target=1.0,
+            )
+            accuracies[v.name].append(result.final_accuracy)
+    summary = {}
+    full = statistics.fmean(accuracies["full"])
+    for name, values in accuracies.items():
+        summary[name] = {
+            "test_accuracy": values,
+            "median": statistics.median(values),
+            "mean": statistics.fmean(values),
+        }
+        if name != "full":
+            summary[name]["mean_difference_points"] = 100 * (
+                statistics.fmean(values) - full
+            )
+    return summary
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--device", default="auto", help="cpu, gpu, tpu or auto (default)"
+    )
+    parser.add_argument("--repetitions", type=int, default=31)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument(
+        "--out", default=os.path.join(_common.RESULTS_DIR, "less_bn.json")
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repetitions, args.steps, args.epochs, args.seeds = 3, 2, 1, 1
+    device = (
+        jax.devices()[0]
+        if args.device == "auto"
+        else jax.devices(args.device)[0]
+    )
+    with jax.default_device(device):
+        model = (
+            models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
+            if args.quick
+            else models.ResNet()
+        )
+        digits = data.load_digits()
+        optimizer = optax.sgd(args.learning_rate, momentum=0.9)
+        report = boostax.less_bn_report(model, digits.x_train[:1], fn_flag=True)
+        print(report)
+        batch = (
+            jnp.asarray(digits.x_train[: args.batch_size]),
+            jnp.asarray(digits.y_train[: args.batch_size]),
+        )
+        variables = model.init(
+            jax.random.PRNGKey(0), digits.x_train[:1], train=False
+        )
+        variants = build_variants(model, optimizer, batch, variables)
+        cost = measure_cost_and_time(variants, variables, batch, args)
+        accuracy = measure_accuracy(variants, model, digits, args)
+    headline = cost["less_bn"]
+    result = {
+        "benchmark": "less_bn",
+        "quick": args.quick,
+        "device": str(device),
+        "model": f"ResNet{tuple(model.stage_sizes)} widths "
+        f"{tuple(model.widths)}",
+        "batch_size": args.batch_size,
+        "epochs": args.epochs,
+        "seeds": args.seeds,
+        "optimizer": f"sgd(lr={args.learning_rate}, momentum=0.9)",
+        "batch_norms_removed": [r.path for r in report.removed],
+        "batch_norms_kept": list(report.kept),
+        "cost_and_time": cost,
+        "accuracy": accuracy,
+        "step_time_target": STEP_TIME_TARGET,
+        "meets_step_time_target": headline["step_time_ratio"]
+        <= STEP_TIME_TARGET,
+        "meets_accuracy_target": accuracy["less_bn"]["mean_difference_points"]
+        >= -100 * ACCURACY_TOLERANCE,
+    }
+    for name in VARIANTS:
+        c, a = cost[name], accuracy[name]
+        print(
+            f"{name}: FLOPs x{c['flops_ratio']:.3f}, bytes accessed "
+            f"x{c['bytes_accessed_ratio']:.3f}, step time "
+            f"x{c['step_time_ratio']:.3f}; test accuracy "
+            f"{a['mean']:.4f} vs {accuracy['full']['mean']:.4f} "
+            f"({a['mean_difference_points']:+.2f} points)"
+        )
+    _common.write_result(args.out, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
