@@ -63,6 +63,22 @@ def compiled_stats(compiled: jax.stages.Compiled) -> dict[str, float | None]:
     }
 
 
+def step_runner(step, state, batch, steps: int) -> Callable[[], Any]:
+    """A function running `steps` train steps from where it last stopped.
+
+    ``step(state, batch) -> (state, aux)``; the state carries over between
+    calls, as in training.
+    """
+
+    def run_steps():
+        nonlocal state
+        for _ in range(steps):
+            state, _ = step(state, batch)
+        return state
+
+    return run_steps
+
+
 def interleaved_timings(
     runs: Mapping[str, Callable[[], Any]], *, repetitions: int, steps: int
 ) -> dict[str, list[float]]:

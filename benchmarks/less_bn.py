@@ -95,19 +95,13 @@ def build_variants(model, optimizer, batch, variables) -> list[Variant]:
 
 
 def measure_cost_and_time(variants, variables, batch, args) -> dict:
-    def run(variant):
-        state = variant.init(variables)
-
-        def run_steps():
-            nonlocal state
-            for _ in range(args.steps):
-                state, _ = variant.step(state, batch)
-            return state
-
-        return run_steps
-
     samples = _common.interleaved_timings(
-        {v.name: run(v) for v in variants},
+        {
+            v.name: _common.step_runner(
+                v.step, v.init(variables), batch, args.steps
+            )
+            for v in variants
+        },
         repetitions=args.repetitions,
         steps=args.steps,
     )

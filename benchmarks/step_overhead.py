@@ -66,19 +66,14 @@ def main(argv=None) -> dict:
     )
     boost_state = boost_step.init(variables)
 
-    def run(step, state):
-        def run_steps():
-            nonlocal state
-            for _ in range(args.steps):
-                state, _ = step(state, batch)
-            return state
-
-        return run_steps
-
     samples = _common.interleaved_timings(
         {
-            "plain": run(plain_step, plain_state),
-            "boostax_O0": run(boost_step, boost_state),
+            "plain": _common.step_runner(
+                plain_step, plain_state, batch, args.steps
+            ),
+            "boostax_O0": _common.step_runner(
+                boost_step, boost_state, batch, args.steps
+            ),
         },
         repetitions=args.repetitions,
         steps=args.steps,
