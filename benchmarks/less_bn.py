@@ -177,6 +177,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument(
+        "--schedule",
+        choices=("constant", "cosine"),
+        default="constant",
+        help="learning rate: constant, or cosine decay to 0 over the run",
+    )
+    parser.add_argument(
         "--out", default=os.path.join(_common.RESULTS_DIR, "less_bn.json")
     )
     args = parser.parse_args(argv)
@@ -194,7 +200,15 @@ def main(argv=None) -> dict:
             else models.ResNet()
         )
         digits = data.load_digits()
-        optimizer = optax.sgd(args.learning_rate, momentum=0.9)
+        steps = args.epochs * data.steps_per_epoch(
+            len(digits.x_train), args.batch_size
+        )
+        learning_rate = (
+            optax.cosine_decay_schedule(args.learning_rate, steps)
+            if args.schedule == "cosine"
+            else args.learning_rate
+        )
+        optimizer = optax.sgd(learning_rate, momentum=0.9)
         report = boostax.less_bn_report(model, digits.x_train[:1], fn_flag=True)
         print(report)
         batch = (
@@ -217,7 +231,8 @@ def main(argv=None) -> dict:
         "batch_size": args.batch_size,
         "epochs": args.epochs,
         "seeds": args.seeds,
-        "optimizer": f"sgd(lr={args.learning_rate}, momentum=0.9)",
+        "optimizer": f"sgd(lr={args.learning_rate} {args.schedule}, "
+        "momentum=0.9)",
         "batch_norms_removed": [r.path for r in report.removed],
         "batch_norms_kept": list(report.kept),
         "cost_and_time": cost,
