@@ -16,9 +16,14 @@ from boostax._src.centralization import (
     with_gradient_centralization as with_gradient_centralization,
 )
 from boostax._src.compat import AutoBoost as AutoBoost
+from boostax._src.compat import BoostTrainOneStepCell as BoostTrainOneStepCell
+from boostax._src.compat import FreezeCells as FreezeCells
+from boostax._src.compat import FreezeOpt as FreezeOpt
+from boostax._src.compat import GradientFreeze as GradientFreeze
 from boostax._src.compat import LessBN as LessBN
 from boostax._src.compat import OptimizerProcess as OptimizerProcess
 from boostax._src.compat import ParameterProcess as ParameterProcess
+from boostax._src.compat import freeze_cell as freeze_cell
 from boostax._src.config import ALGORITHMS as ALGORITHMS
 from boostax._src.config import LEVELS as LEVELS
 from boostax._src.config import MODES as MODES
@@ -32,6 +37,14 @@ from boostax._src.config import (
 from boostax._src.config import GradFreezeSection as GradFreezeSection
 from boostax._src.config import LessBNSection as LessBNSection
 from boostax._src.config import boost_config as boost_config
+from boostax._src.freezing import FreezeState as FreezeState
+from boostax._src.freezing import Freezing as Freezing
+from boostax._src.freezing import (
+    generate_freeze_index_sequence as generate_freeze_index_sequence,
+)
+from boostax._src.freezing import (
+    split_parameters_groups as split_parameters_groups,
+)
 from boostax._src.less_bn import FNHead as FNHead
 from boostax._src.less_bn import LessBNReport as LessBNReport
 from boostax._src.less_bn import LinenLessBN as LinenLessBN
@@ -60,12 +73,18 @@ __all__ = (
     "AutoBoost",
     "BoostConfig",
     "BoostSection",
+    "BoostTrainOneStepCell",
     "CommonSection",
     "DimReduceSection",
     "FNHead",
+    "FreezeCells",
+    "FreezeOpt",
+    "FreezeState",
+    "Freezing",
     "FunctionObjective",
     "GradAccumulationSection",
     "GradFreezeSection",
+    "GradientFreeze",
     "LEVELS",
     "LessBN",
     "LessBNReport",
@@ -85,12 +104,15 @@ __all__ = (
     "auto_boost",
     "boost_config",
     "centralize_gradients",
+    "freeze_cell",
     "full_normalization",
+    "generate_freeze_index_sequence",
     "gradient_centralization_mask",
     "less_bn",
     "less_bn_report",
     "make_objective",
     "make_train_step",
+    "split_parameters_groups",
     "with_gradient_centralization",
 )
 

@@ -91,15 +91,18 @@ class DemoTest(absltest.TestCase):
         # The README's main job, in its smoke-test size.
         results = demo.main(["--quick", "--target", "0.5"])
         names = [r.name for r in results]
-        self.assertEqual(names, ["plain optax", "O0", "O1", "O2", "O1 less_bn"])
+        self.assertEqual(
+            names,
+            ["plain optax", "O0", "O1", "O2", "O1 less_bn", "O1 freeze"],
+        )
         plain, o0 = results[0], results[1]
         self.assertEqual(plain.accuracies, o0.accuracies)  # same bits
         self.assertGreater(plain.final_accuracy, 0.5)
         self.assertIsNotNone(o0.time_to_target)
-        for r in results[2:4]:
-            self.assertStartsWith(r.note, "not built yet: grad_freeze")
-        self.assertFalse(results[4].note)
-        self.assertTrue(np.isfinite(results[4].final_accuracy))
+        self.assertEqual(results[3].note, "not built yet: adasum")
+        for r in results[2:3] + results[4:]:
+            self.assertFalse(r.note)
+            self.assertTrue(np.isfinite(r.final_accuracy))
         table = demo.format_table(results, 0.5)
         self.assertIn("time to 50%", table)
         self.assertIn("speed-up", table)

@@ -13,6 +13,7 @@ import optax
 
 from boostax._src import centralization
 from boostax._src import config as config_lib
+from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
@@ -20,7 +21,6 @@ from boostax._src import train_step as train_step_lib
 # Algorithms whose implementation has not landed yet. `auto_boost` refuses a
 # configuration that switches one on instead of silently training without it.
 NOT_IMPLEMENTED: Mapping[str, str] = {
-    "grad_freeze": "gradient freezing (GradientFreeze / FreezeOpt)",
     "adasum": "AdaSum (adaptive summation over devices)",
     "grad_accumulation": "gradient accumulation (GradientAccumulation)",
     "dim_reduce": "DimReduce (quasi-Newton training in a PCA subspace)",
@@ -106,6 +106,37 @@ def apply_less_bn(
     return reduced, optimizer, less_bn_lib.variables_converter(reduced, plan)
 
 
+def freezing_from_config(
+    model: Any, config: config_lib.BoostConfig, sample_inputs: Any, seed: int
+):
+    """The `Freezing` factory of the config's ``grad_freeze`` section.
+
+    With a model, parameters are grouped in the model's call order (one
+    trace on `sample_inputs`); with a plain loss function, in a natural
+    sort of their paths.
+    """
+    section = config.grad_freeze
+    call_order, norms = None, ()
+    if model is not None:
+        if sample_inputs is None:
+            raise ValueError(
+                "`grad_freeze` groups the parameters in the order the model "
+                "calls its layers, found by tracing it: pass "
+                "`sample_inputs=` (one batch of inputs; only shapes and "
+                "dtypes are used)."
+            )
+        call_order, norms = freezing_lib.model_order(model, sample_inputs)
+    return freezing_lib.freezing_factory(
+        groups_number=section.param_groups,
+        strategy=section.freeze_type,
+        freeze_p=section.freeze_p,
+        total_steps=section.total_steps,
+        seed=seed,
+        call_order=call_order,
+        batch_norm_modules=norms,
+    )
+
+
 def auto_boost(
     level: str = "O0",
     config: config_lib.BoostConfig | Mapping | str | os.PathLike | None = None,
@@ -117,6 +148,7 @@ def auto_boost(
     has_aux: bool = False,
     predict_fn: Callable[..., Any] | None = None,
     sample_inputs: Any = None,
+    seed: int = 0,
     donate_state: bool = False,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
@@ -136,8 +168,9 @@ def auto_boost(
       loss_fn: instead of `model` and `loss`, ``loss_fn(params, batch)``.
       has_aux: whether the loss returns ``(scalar, metrics_dict)``.
       predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
-      sample_inputs: one batch of model inputs (shapes only); needed when
-        LessBN is on, which traces the model to find its BatchNorms.
+      sample_inputs: one batch of model inputs (shapes only); needed by
+        LessBN and gradient freezing, which trace the model.
+      seed: seed of the gradient-freezing sequence (strategy 1).
       donate_state: donate the input state's buffers to the step.
 
     Returns:
@@ -181,6 +214,15 @@ def auto_boost(
         predict_fn=predict_fn,
         convert_variables=convert_variables,
     )
+    freezing = None
+    if boost_config.is_enabled("grad_freeze"):
+        freezing = freezing_from_config(
+            model, boost_config, sample_inputs, seed
+        )
     return train_step_lib.TrainStep(
-        objective, optimizer, config=boost_config, donate_state=donate_state
+        objective,
+        optimizer,
+        config=boost_config,
+        freezing=freezing,
+        donate_state=donate_state,
     )

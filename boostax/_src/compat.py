@@ -15,13 +15,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 import optax
 from flax import linen as nn
 from flax import nnx
 
 from boostax._src import auto_boost as auto_boost_lib
-from boostax._src import centralization, groups, model_graph
+from boostax._src import centralization, groups, model_graph, objectives
 from boostax._src import config as config_lib
+from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import train_step as train_step_lib
 
@@ -88,7 +90,9 @@ class AutoBoost:
         Returns:
           ``(network, optimizer)`` with the enabled algorithms applied: with
           ``less_bn``, the reduced network and the optimizer preceded by
-          gradient centralization (``gc_flag``). At ``"O0"``: unchanged.
+          gradient centralization (``gc_flag``); with ``grad_freeze``, the
+          optimizer becomes a `FreezeOpt` (MindSpore's per-group states; run
+          it with `BoostTrainOneStepCell`). At ``"O0"``: unchanged.
         """
         _check_network(network)
         train_step_lib.check_optimizer(optimizer)
@@ -97,6 +101,14 @@ class AutoBoost:
             network, optimizer, _ = auto_boost_lib.apply_less_bn(
                 network, optimizer, self.config, sample_inputs
             )
+        if self.config.is_enabled("grad_freeze"):
+            section = self.config.grad_freeze
+            network, optimizer = GradientFreeze(
+                section.param_groups,
+                section.freeze_type,
+                section.freeze_p,
+                section.total_steps,
+            ).freeze_generate(network, optimizer, sample_inputs=sample_inputs)
         return network, optimizer
 
     def network_auto_process_eval(
@@ -268,11 +280,8 @@ class OptimizerProcess:
                     "A Linen network is traced to find its layers: pass "
                     "`sample_inputs=`."
                 )
-            inputs = less_bn_lib._as_tuple(sample_inputs)
-            graph = model_graph.linen_graph(
-                network, inputs, less_bn_lib._linen_mode_kwargs(network, False)
-            )
-            found = {c.path: c.kind for c in graph.calls}
+            calls = model_graph.module_calls(network, sample_inputs)
+            found = {c.path: c.kind for c in calls}
         return {path: kind for path, kind in found.items() if kind}
 
     @staticmethod
@@ -347,3 +356,364 @@ class OptimizerProcess:
 def _label_mask(labels, label, params):
     tree = labels(params) if callable(labels) else labels
     return jax.tree.map(lambda x: x == label, tree)
+
+
+# ---------------------------------------------------------------------------
+# Gradient freezing.
+# ---------------------------------------------------------------------------
+
+
+def _as_path(leaf) -> tuple[str, ...]:
+    if isinstance(leaf, str):
+        return tuple(leaf.split("/"))
+    return tuple(str(k) for k in leaf)
+
+
+class FreezeOpt:
+    """MindSpore's ``FreezeOpt``: one independent optimizer state per group.
+
+    Each parameter group gets its own optimizer state (MindSpore builds one
+    optimizer per group), so a parameter in several nested groups has one
+    set of moments per group. boostax's default freezing instead shares one
+    state across depths (`boostax.auto_boost`).
+
+    Args:
+      opt: an Optax optimizer used for every group; or, with
+        `learning_rate`, a factory ``opt(schedule) -> optimizer`` (e.g.
+        ``functools.partial(optax.sgd, momentum=0.9)``).
+      train_parameter_groups: the groups, each a sequence of parameter
+        paths (tuples of names or ``"/"``-joined strings); ``None``: one
+        group of all parameters.
+      train_strategy: the group trained at each step (a sequence of ints or
+        a 1-D integer array); ``None``: the groups in turn.
+      learning_rate: a per-step learning-rate list, split so that each
+        group sees the rates of the steps it runs (MindSpore's dynamic
+        learning-rate split; not split if longer than the strategy).
+    """
+
+    def __init__(
+        self,
+        opt: Any,
+        train_parameter_groups: Sequence[Sequence[Any]] | None = None,
+        train_strategy: Sequence[int] | np.ndarray | None = None,
+        *,
+        learning_rate: Sequence[float] | None = None,
+    ):
+        if learning_rate is None:
+            train_step_lib.check_optimizer(opt)
+        elif not callable(opt) or isinstance(opt, optax.GradientTransformation):
+            raise TypeError(
+                "With `learning_rate`, `opt` must be a factory "
+                "opt(schedule) -> optax.GradientTransformation, got "
+                f"{type(opt).__name__}."
+            )
+        if train_strategy is not None and train_parameter_groups is None:
+            raise ValueError("`train_strategy` needs `train_parameter_groups`.")
+        if train_parameter_groups is not None:
+            if not isinstance(train_parameter_groups, (tuple, list)):
+                raise TypeError(
+                    "`train_parameter_groups` must be a tuple or list, got "
+                    f"{type(train_parameter_groups).__name__}."
+                )
+            for group in train_parameter_groups:
+                if not isinstance(group, (tuple, list)):
+                    raise TypeError(
+                        "Each group of `train_parameter_groups` must be a "
+                        f"tuple or list, got {type(group).__name__}."
+                    )
+            groups = tuple(
+                tuple(_as_path(leaf) for leaf in g)
+                for g in train_parameter_groups
+            )
+        else:
+            groups = None
+        count = 1 if groups is None else len(groups)
+        self.train_strategy = self._strategy(train_strategy, count)
+        self.train_parameter_groups = groups
+        self.opt = opt
+        if learning_rate is None:
+            self.optimizers = (opt,) * count
+        else:
+            self.optimizers = tuple(
+                opt(schedule)
+                for schedule in freezing_lib.split_learning_rates(
+                    learning_rate, self.train_strategy, count
+                )
+            )
+
+    @staticmethod
+    def _strategy(strategy, count) -> np.ndarray:
+        if strategy is None:
+            return np.arange(count, dtype=np.int32)
+        if isinstance(strategy, (np.ndarray, jax.Array)):
+            array = np.asarray(strategy)
+            if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+                raise ValueError(
+                    "`train_strategy` must be a 1-D integer array, got "
+                    f"shape {array.shape} and dtype {array.dtype}."
+                )
+            return array.astype(np.int32)
+        if not isinstance(strategy, (tuple, list)):
+            raise TypeError(
+                "`train_strategy` must be a tuple, list or integer array, "
+                f"got {type(strategy).__name__}."
+            )
+        if not all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+            for s in strategy
+        ):
+            raise ValueError("`train_strategy` must hold ints only.")
+        return np.asarray(strategy, np.int32)
+
+    def freezing(self, params: Any) -> freezing_lib.Freezing:
+        """The `Freezing` plan of these groups over `params`."""
+        param_groups = self.train_parameter_groups
+        if param_groups is None:
+            param_groups = (tuple(groups.leaf_paths(params)),)
+        return freezing_lib.Freezing(
+            param_groups, self.train_strategy, group_optimizers=self.optimizers
+        )
+
+
+class GradientFreeze:
+    """MindSpore's ``GradientFreeze``: groups, sequence, freezing optimizer.
+
+    Args:
+      param_groups: number of parameter groups (>= 1).
+      freeze_type: 0 (continuous) or 1 (interval) strategy.
+      freeze_p: in [0, 1], about the fraction of steps training everything.
+      total_steps: training steps.
+    """
+
+    def __init__(
+        self,
+        param_groups: int = 10,
+        freeze_type: int = 1,
+        freeze_p: float = 0.7,
+        total_steps: int = 65536,
+    ):
+        section = config_lib.GradFreezeSection(
+            param_groups=param_groups,
+            freeze_type=freeze_type,
+            freeze_p=freeze_p,
+            total_steps=total_steps,
+        )
+        self._param_groups = section.param_groups
+        self._freeze_type = section.freeze_type
+        self._freeze_p = section.freeze_p
+        self._total_steps = section.total_steps
+
+    @staticmethod
+    def generate_freeze_index_sequence(
+        parameter_groups_number,
+        freeze_strategy,
+        freeze_p,
+        total_steps,
+        *,
+        seed: int = 0,
+    ) -> np.ndarray:
+        """See `boostax.generate_freeze_index_sequence`."""
+        return freezing_lib.generate_freeze_index_sequence(
+            parameter_groups_number,
+            freeze_strategy,
+            freeze_p,
+            total_steps,
+            seed=seed,
+        )
+
+    @staticmethod
+    def split_parameters_groups(
+        net: Any, freeze_para_groups_number: int, *, sample_inputs=None
+    ) -> tuple[tuple[tuple[str, ...], ...], ...]:
+        """See `boostax.split_parameters_groups`."""
+        return freezing_lib.split_parameters_groups(
+            net, freeze_para_groups_number, sample_inputs=sample_inputs
+        )
+
+    def freeze_generate(
+        self, network: Any, optimizer: Any, *, sample_inputs=None, seed=0
+    ) -> tuple[Any, FreezeOpt]:
+        """The network and its freezing optimizer (a `FreezeOpt`)."""
+        groups = self.split_parameters_groups(
+            network, self._param_groups, sample_inputs=sample_inputs
+        )
+        sequence = self.generate_freeze_index_sequence(
+            self._param_groups,
+            self._freeze_type,
+            self._freeze_p,
+            self._total_steps,
+            seed=seed,
+        )
+        return network, FreezeOpt(optimizer, groups, sequence)
+
+
+class FreezeCells(tuple):
+    """The per-depth train steps of `freeze_cell` (a tuple).
+
+    Attributes:
+      train_step: the `TrainStep` they belong to (its ``init`` builds the
+        state; calling it runs the step the sequence picks).
+    """
+
+    train_step: train_step_lib.TrainStep
+
+
+def freeze_cell(
+    reducer_flag: bool,
+    network: Any,
+    optimizer: FreezeOpt,
+    sens: float | None = None,
+    grad: Any = None,
+    use_grad_accumulation: bool = False,
+    mean: bool | None = None,
+    degree: int | None = None,
+    max_accumulation_step: int = 1,
+    *,
+    loss: Callable[..., Any],
+) -> FreezeCells:
+    """MindSpore's ``freeze_cell``: one train step per parameter group.
+
+    Step ``k`` differentiates and updates only group ``k`` (the others are
+    constants, so their backward pass is not computed) with group ``k``'s
+    own optimizer state.
+
+    Args:
+      reducer_flag: distributed training (not implemented yet: must be
+        False).
+      network: a Flax Linen or NNX module, trained on ``(inputs, targets)``.
+      optimizer: a `FreezeOpt`.
+      sens: loss scale; ``None`` or 1 (loss scaling is not implemented yet).
+      grad: MindSpore's gradient operation; boostax differentiates with
+        ``jax.value_and_grad``: must be ``None``.
+      use_grad_accumulation, mean, degree, max_accumulation_step: gradient
+        accumulation and data parallelism, not implemented yet.
+      loss: ``loss(outputs, targets) -> scalar``.
+
+    Returns:
+      A `FreezeCells` tuple: ``cells[k](state, batch) -> (state, metrics)``,
+      with ``cells.train_step.init(variables)`` for the state.
+    """
+    if not isinstance(optimizer, FreezeOpt):
+        raise TypeError(
+            f"`optimizer` must be a FreezeOpt, got {type(optimizer).__name__}."
+        )
+    if reducer_flag or mean is not None or degree is not None:
+        raise NotImplementedError(
+            "freeze_cell: data-parallel gradient reduction (reducer_flag, "
+            "mean, degree) is not implemented in boostax yet."
+        )
+    if use_grad_accumulation or max_accumulation_step != 1:
+        raise NotImplementedError(
+            "freeze_cell: gradient accumulation is not implemented in boostax "
+            "yet."
+        )
+    if sens not in (None, 1, 1.0):
+        raise NotImplementedError(
+            "freeze_cell: loss scaling (`sens`) is not implemented in boostax "
+            "yet."
+        )
+    if grad is not None:
+        raise ValueError(
+            "boostax differentiates with jax.value_and_grad: pass grad=None."
+        )
+    step = _freezing_train_step(network, optimizer, loss)
+    cells = FreezeCells(
+        functools.partial(step._call, k)
+        for k in range(len(optimizer.optimizers))
+    )
+    cells.train_step = step
+    return cells
+
+
+def _freezing_train_step(network, optimizer: FreezeOpt, loss):
+    objective = objectives.make_objective(model=network, loss=loss)
+    return train_step_lib.TrainStep(
+        objective, optimizer.optimizers[0], freezing=optimizer.freezing
+    )
+
+
+# ---------------------------------------------------------------------------
+# The training cell.
+# ---------------------------------------------------------------------------
+
+
+class BoostTrainOneStepCell:
+    """MindSpore's ``BoostTrainOneStepCell(network, optimizer, sens=None)``.
+
+    A stateful wrapper of a boostax `TrainStep`: it holds the `TrainState`
+    and runs one step per call, returning the loss. With a `FreezeOpt`
+    optimizer, each call runs the step of the freeze sequence
+    (`gradient_freeze_process`).
+
+    Args:
+      network: a Flax Linen or NNX module, trained on ``(inputs, targets)``.
+      optimizer: an Optax optimizer or a `FreezeOpt`.
+      sens: loss scale, a number (default 1.0); a scale other than 1 needs
+        loss scaling, not implemented yet.
+      loss: ``loss(outputs, targets) -> scalar``.
+      variables: the network's variables (Linen: ``module.init``'s dict;
+        NNX: default the module's own).
+      rng: base PRNG key.
+    """
+
+    def __init__(
+        self,
+        network: Any,
+        optimizer: Any,
+        sens: float | None = None,
+        *,
+        loss: Callable[..., Any],
+        variables: Any = None,
+        rng: jax.Array | None = None,
+    ):
+        if sens is not None and (
+            isinstance(sens, bool) or not isinstance(sens, (int, float))
+        ):
+            raise TypeError(f"`sens` must be a number, got {sens!r}.")
+        if sens not in (None, 1, 1.0):
+            raise NotImplementedError(
+                "BoostTrainOneStepCell: a loss scale `sens` other than 1 "
+                "needs loss scaling, not implemented in boostax yet."
+            )
+        self.sens = 1.0 if sens is None else float(sens)
+        self.freeze = isinstance(optimizer, FreezeOpt)
+        if self.freeze:
+            self.train_step = _freezing_train_step(network, optimizer, loss)
+        else:
+            self.train_step = train_step_lib.TrainStep(
+                objectives.make_objective(model=network, loss=loss),
+                optimizer,
+            )
+        self.state = self.train_step.init(variables, rng=rng)
+
+    def __call__(self, *inputs) -> jax.Array:
+        """One step on the batch ``inputs = (inputs, targets)``; the loss."""
+        if self.freeze:
+            return self.gradient_freeze_process(*inputs)
+        self.state, metrics = self.train_step(self.state, inputs)
+        return metrics["loss"]
+
+    def gradient_freeze_process(self, *inputs) -> jax.Array:
+        """One step of the freeze sequence; returns the loss."""
+        if not self.freeze:
+            raise ValueError(
+                "gradient_freeze_process needs a FreezeOpt optimizer."
+            )
+        self.state, metrics = self.train_step(self.state, inputs)
+        return metrics["loss"]
+
+    def check_adasum_enable(self) -> bool:
+        """Whether AdaSum runs: never yet (AdaSum is not implemented)."""
+        return False
+
+    def check_dim_reduce_enable(self) -> bool:
+        """Whether DimReduce runs: never yet (not implemented)."""
+        return False
+
+    def adasum_process(self, loss, grads):
+        raise NotImplementedError("AdaSum is not implemented in boostax yet.")
+
+    def gradient_accumulation_process(self, loss, grads, sens, *inputs):
+        raise NotImplementedError(
+            "Gradient accumulation is not implemented in boostax yet."
+        )

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import model_graph, objectives
+from boostax._src import model_graph
 
 FN_EPSILON = 1e-4
 
@@ -428,20 +428,12 @@ def plan_less_bn(
 # ---------------------------------------------------------------------------
 
 
-def _linen_mode_kwargs(module: nn.Module, train: bool) -> dict[str, Any]:
-    return {"train": train} if objectives.accepts_train(module) else {}
-
-
-def _linen_plan(module, inputs, fn_flag) -> LessBNPlan:
-    kwargs = _linen_mode_kwargs(module, False)
-    graph = model_graph.linen_graph(module, inputs, kwargs)
-    variables = jax.eval_shape(
-        lambda *x: module.init(jax.random.PRNGKey(0), *x, **kwargs),
-        *model_graph._abstract(tuple(inputs)),
-    )
+def _linen_plan(module, sample_inputs, fn_flag) -> LessBNPlan:
+    graph = model_graph.model_graph(module, sample_inputs)
+    params = model_graph.param_shapes(module, sample_inputs)
 
     def count(path):
-        subtree = variables.get("params", {})
+        subtree = params
         for key in path:
             subtree = subtree.get(key, {})
         return sum(math.prod(x.shape) for x in jax.tree.leaves(subtree))
@@ -534,8 +526,8 @@ def _pop_path(tree: dict, path) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _nnx_plan(model, inputs, fn_flag) -> LessBNPlan:
-    graph = model_graph.nnx_graph(model, inputs)
+def _nnx_plan(model, sample_inputs, fn_flag) -> LessBNPlan:
+    graph = model_graph.model_graph(model, sample_inputs)
     modules = dict(nnx.iter_modules(model))
 
     def count(path):
@@ -573,23 +565,14 @@ def _apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
 # ---------------------------------------------------------------------------
 
 
-def _as_tuple(sample_inputs) -> tuple[Any, ...]:
-    return (
-        tuple(sample_inputs)
-        if isinstance(sample_inputs, tuple)
-        else (sample_inputs,)
-    )
-
-
 def plan(model, sample_inputs, *, fn_flag: bool = False) -> LessBNPlan:
     """The LessBN decisions for a Linen or NNX `model` (shapes only)."""
-    inputs = _as_tuple(sample_inputs)
     if isinstance(model, LinenLessBN):
         model = model.network
     if isinstance(model, nn.Module):
-        return _linen_plan(model, inputs, fn_flag)
+        return _linen_plan(model, sample_inputs, fn_flag)
     if isinstance(model, nnx.Module):
-        return _nnx_plan(model, inputs, fn_flag)
+        return _nnx_plan(model, sample_inputs, fn_flag)
     raise TypeError(
         "`model` must be a Flax Linen or NNX module, got "
         f"{type(model).__name__}."

@@ -26,6 +26,8 @@ from flax import linen as nn
 from flax import nnx
 from jax.extend import core as jex_core
 
+from boostax._src import objectives
+
 _SCOPE = "boostax_call_"
 _SCOPE_RE = re.compile(_SCOPE + r"(\d+)")
 
@@ -328,9 +330,14 @@ def build_graph(
       n_params: how many jaxpr inputs are variables.
     """
     jaxpr = closed_jaxpr.jaxpr
-    nodes = [Node(0, "input")]
+    data_invars = jaxpr.invars[n_params:]
+    nodes = [
+        Node(0, "input", shape=tuple(data_invars[0].aval.shape))
+        if data_invars
+        else Node(0, "input")
+    ]
     producer: dict[Any, int] = {}  # data var -> node id
-    for var in jaxpr.invars[n_params:]:
+    for var in data_invars:
         producer[var] = 0
     layer_nodes: dict[int, int] = {}  # call index -> node id
 
@@ -364,6 +371,46 @@ def build_graph(
         if eqn.outvars:
             node.shape = tuple(eqn.outvars[0].aval.shape)
     return Graph(nodes, calls)
+
+
+def as_inputs(sample_inputs: Any) -> tuple[Any, ...]:
+    """Positional model inputs: a tuple as is, anything else as ``(x,)``."""
+    if isinstance(sample_inputs, tuple):
+        return sample_inputs
+    return (sample_inputs,)
+
+
+def linen_eval_kwargs(module: nn.Module) -> dict[str, Any]:
+    """``{"train": False}`` if the module's ``__call__`` takes ``train``."""
+    return {"train": False} if objectives.accepts_train(module) else {}
+
+
+def model_graph(model: Any, sample_inputs: Any) -> Graph:
+    """The graph of a Linen or NNX model in evaluation mode."""
+    inputs = as_inputs(sample_inputs)
+    if isinstance(model, nn.Module):
+        return linen_graph(model, inputs, linen_eval_kwargs(model))
+    return nnx_graph(model, inputs)
+
+
+def module_calls(model: Any, sample_inputs: Any) -> list[ModuleCall]:
+    """The module calls of a Linen or NNX model, in call order."""
+    inputs = as_inputs(sample_inputs)
+    if isinstance(model, nn.Module):
+        return trace_linen(model, inputs, linen_eval_kwargs(model))[1]
+    return trace_nnx(model, inputs)[1]
+
+
+def param_shapes(model: Any, sample_inputs: Any) -> Any:
+    """The parameter tree of a Linen or NNX model (shapes only for Linen)."""
+    if isinstance(model, nnx.Module):
+        return nnx.state(model, nnx.Param)
+    kwargs = linen_eval_kwargs(model)
+    variables = jax.eval_shape(
+        lambda *x: model.init(jax.random.PRNGKey(0), *x, **kwargs),
+        *_abstract(as_inputs(sample_inputs)),
+    )
+    return variables["params"]
 
 
 def linen_graph(

@@ -16,6 +16,9 @@ exactly as the uninterrupted run.
 
 from __future__ import annotations
 
+import functools
+import weakref
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import flax.struct
@@ -23,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from boostax._src import freezing as freezing_lib
 from boostax._src import objectives as objectives_lib
 
 PyTree = Any
@@ -87,13 +91,22 @@ class TrainStep:
     ``"loss"`` (the loss before the update), plus the loss function's own
     metrics.
 
+    With gradient freezing, there is one compiled step per freeze depth:
+    each differentiates and updates only that depth's trainable suffix. The
+    host picks the step from the precomputed sequence; the position in the
+    sequence is kept in ``state.algorithms.freeze`` and mirrored on the host,
+    so dispatching never waits for the device (a state the step did not
+    just return, e.g. one restored from a checkpoint, is read once).
+    `metrics` then also holds ``"frozen_groups"``, the depth.
+
     Attributes:
       objective: the `Objective` being trained.
       optimizer: the Optax optimizer.
       config: the `BoostConfig` it was built from (``None`` when built by
         `make_train_step`).
-      trace_count: how many times the step has been traced (1 after any
-        number of steps with fixed shapes).
+      freezing: the `Freezing` plan, or ``None``.
+      trace_count: how many times a step has been traced (once per freeze
+        depth used, for fixed shapes).
     """
 
     def __init__(
@@ -102,6 +115,9 @@ class TrainStep:
         optimizer: optax.GradientTransformation,
         *,
         config: Any = None,
+        freezing: Callable[[PyTree], freezing_lib.Freezing]
+        | freezing_lib.Freezing
+        | None = None,
         donate_state: bool = False,
     ):
         check_optimizer(optimizer)
@@ -109,9 +125,14 @@ class TrainStep:
         self.optimizer = optimizer
         self.config = config
         self.trace_count = 0
-        self._step = jax.jit(
-            self._train_step, donate_argnums=(0,) if donate_state else ()
+        self._freezing_for = freezing
+        self.freezing = (
+            freezing if isinstance(freezing, freezing_lib.Freezing) else None
         )
+        self._donate = (0,) if donate_state else ()
+        self._steps: dict[int | None, Any] = {}
+        self._compiled: dict[int | None, Any] = {}
+        self._last: tuple[weakref.ref, int] | None = None
         self._predict = jax.jit(objective.predict)
 
     def init(self, variables: Any, *, rng: jax.Array | None = None):
@@ -128,57 +149,145 @@ class TrainStep:
           A `TrainState` at step 0.
         """
         params, model_state = self.objective.split(variables)
+        algorithms = AlgorithmStates()
+        if self._freezing_for is not None:
+            if self.freezing is None:
+                self.freezing = self._freezing_for(params)
+            opt_state = self.freezing.init_opt_state(self.optimizer, params)
+            algorithms = algorithms._replace(
+                freeze=freezing_lib.FreezeState(jnp.zeros([], jnp.int32))
+            )
+        else:
+            opt_state = self.optimizer.init(params)
         return TrainState(
             step=jnp.zeros([], jnp.int32),
             params=params,
-            opt_state=self.optimizer.init(params),
+            opt_state=opt_state,
             model_state=model_state,
             rng=jax.random.PRNGKey(0) if rng is None else rng,
+            algorithms=algorithms,
         )
 
-    def _loss_and_grads(self, state: TrainState, batch):
+    def _train_step(self, state: TrainState, batch, *, depth=None):
+        self.trace_count += 1
         rng = jax.random.fold_in(state.rng, state.step)
+        if depth is None or self.freezing.trains_everything(
+            depth, state.params
+        ):
+            mask, trainable, frozen = None, state.params, None
+        else:
+            mask = self.freezing.mask(state.params, depth)
+            trainable = freezing_lib.mask_tree(state.params, mask)
+            # Frozen leaves are constants: nothing differentiates them.
+            frozen = jax.lax.stop_gradient(
+                freezing_lib.mask_tree(
+                    state.params, jax.tree.map(lambda m: not m, mask)
+                )
+            )
 
         def loss_fn(params):
+            if frozen is not None:
+                params = freezing_lib.merge_trees(params, frozen)
             return self.objective.loss_fn(params, state.model_state, batch, rng)
 
         (loss, (model_state, metrics)), grads = jax.value_and_grad(
             loss_fn, has_aux=True
-        )(state.params)
+        )(trainable)
         # Line searches (optax.lbfgs, ...) re-evaluate the loss at trial
         # params on the same batch; unused, this closure costs nothing.
-        value_fn = lambda params: loss_fn(params)[0]  # noqa: E731
-        return loss, grads, model_state, metrics, value_fn
-
-    def _train_step(self, state: TrainState, batch):
-        self.trace_count += 1
-        loss, grads, model_state, metrics, value_fn = self._loss_and_grads(
-            state, batch
-        )
-        if isinstance(self.optimizer, optax.GradientTransformationExtraArgs):
-            updates, opt_state = self.optimizer.update(
+        extra = dict(value=loss, grad=grads, value_fn=lambda p: loss_fn(p)[0])
+        algorithms = state.algorithms
+        if mask is None:
+            updates, opt_state = _update(
+                self.optimizer, grads, state.opt_state, trainable, extra
+            )
+            params = optax.apply_updates(state.params, updates)
+        else:
+            updates, opt_state = self.freezing.update(
+                self.optimizer,
+                depth,
                 grads,
                 state.opt_state,
-                state.params,
-                value=loss,
-                grad=grads,
-                value_fn=value_fn,
+                trainable,
+                mask,
+                **extra,
             )
-        else:
-            updates, opt_state = self.optimizer.update(
-                grads, state.opt_state, state.params
+            params = freezing_lib.merge_trees(
+                optax.apply_updates(trainable, updates), state.params
             )
+        if depth is not None:
+            algorithms = algorithms._replace(
+                freeze=freezing_lib.FreezeState(algorithms.freeze.position + 1)
+            )
+            metrics = {**metrics, "frozen_groups": jnp.int32(depth)}
         new_state = state.replace(
             step=optax.safe_increment(state.step),
-            params=optax.apply_updates(state.params, updates),
+            params=params,
             opt_state=opt_state,
             model_state=model_state,
+            algorithms=algorithms,
         )
         return new_state, {"loss": loss, **metrics}
 
+    def _depth_key(self, depth: int | None) -> int | None:
+        return None if depth is None else self.freezing.canonical_depth(depth)
+
+    def _jitted(self, depth: int | None):
+        key = self._depth_key(depth)
+        if key not in self._steps:
+            self._steps[key] = jax.jit(
+                functools.partial(self._train_step, depth=key),
+                donate_argnums=self._donate,
+            )
+        return self._steps[key]
+
+    def _position(self, state: TrainState) -> int:
+        if self._last is not None and self._last[0]() is state:
+            return self._last[1]
+        return int(state.algorithms.freeze.position)
+
     def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict]:
         """Runs one step: returns the new state and the step's metrics."""
-        return self._step(state, batch)
+        if self.freezing is None:
+            if self._freezing_for is not None:
+                raise ValueError(
+                    "Gradient freezing builds its groups in `init`: create "
+                    "the state with this step's `init` first."
+                )
+            return self._call(None, state, batch)
+        position = self._position(state)
+        new_state, metrics = self._call(
+            self.freezing.depth(position), state, batch
+        )
+        self._last = (weakref.ref(new_state), position + 1)
+        return new_state, metrics
+
+    def _call(self, depth, state, batch):
+        key = self._depth_key(depth)
+        if key in self._compiled:
+            return self._compiled[key](state, batch)
+        return self._jitted(key)(state, batch)
+
+    def compile_all(self, state: TrainState, batch) -> dict[int | None, Any]:
+        """Compiles the step of every depth ahead of time.
+
+        Returns:
+          ``{depth: compiled executable}`` (the key ``None`` without
+          freezing); later calls use them.
+        """
+        depths = (
+            [None]
+            if self.freezing is None
+            else sorted(
+                {self._depth_key(int(d)) for d in self.freezing.sequence}
+            )
+        )
+        for depth in depths:
+            if depth not in self._compiled:
+                self._compiled[depth] = self.lower(
+                    state, batch, depth
+                ).compile()
+        return dict(self._compiled)
 
     @property
     def model(self):
@@ -187,12 +296,16 @@ class TrainStep:
 
     @property
     def step(self):
-        """The jitted ``step(state, batch) -> (state, metrics)`` function."""
-        return self._step
+        """The jitted ``step(state, batch)``; with freezing, `__call__`."""
+        return self._jitted(None) if self._freezing_for is None else self
 
-    def lower(self, state: TrainState, batch) -> jax.stages.Lowered:
-        """Lowers the step for `state` and `batch` (for cost analysis)."""
-        return self._step.lower(state, batch)
+    def lower(
+        self, state: TrainState, batch, depth: int | None = None
+    ) -> jax.stages.Lowered:
+        """Lowers the step (of freeze `depth`) for `state` and `batch`."""
+        if depth is None and self._freezing_for is not None:
+            depth = 0
+        return self._jitted(depth).lower(state, batch)
 
     def predict(self, state: TrainState, inputs):
         """The model's outputs on `inputs` in evaluation mode."""
@@ -201,6 +314,12 @@ class TrainStep:
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""
         return self.objective.merge(state.params, state.model_state)
+
+
+def _update(optimizer, grads, opt_state, params, extra):
+    if isinstance(optimizer, optax.GradientTransformationExtraArgs):
+        return optimizer.update(grads, opt_state, params, **extra)
+    return optimizer.update(grads, opt_state, params)
 
 
 def make_train_step(

@@ -1,0 +1,547 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Gradient freezing: parameter groups, freeze sequences, per-depth updates.
+
+MindSpore's gradient freezing (``GradientFreeze``) splits the parameters into
+nested *suffix* groups: group 0 is every parameter, group ``k`` only the
+last layers. A precomputed sequence says, for every step, which group
+trains; the others are frozen. The saving is real only if nothing reads a
+frozen leaf's gradient, so boostax compiles one train step per freeze depth
+that differentiates the trainable suffix alone (XLA drops the frozen
+prefix's backward pass) and updates the optimizer on that suffix alone
+(`masked_update`), and the host picks the step for each iteration from the
+sequence (see `train_step.TrainStep`).
+
+References:
+  MindSpore ``mindspore.boost.GradientFreeze``, ``FreezeOpt``,
+  ``freeze_cell`` (``boost/grad_freeze.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import linen as nn
+from flax import nnx
+
+from boostax._src import model_graph
+from boostax._src.centralization import path_names
+
+CONTINUOUS_STRATEGY = 0
+INTERVAL_STRATEGY = 1
+
+Path = tuple[str, ...]
+
+
+# ---------------------------------------------------------------------------
+# The freeze index sequence.
+# ---------------------------------------------------------------------------
+
+
+def _check_int(name, value, low) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be an int, got {value!r}.")
+    if value < low:
+        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
+    return int(value)
+
+
+def generate_freeze_index_sequence(
+    parameter_groups_number: int,
+    freeze_strategy: int,
+    freeze_p: float,
+    total_steps: int,
+    *,
+    seed: int = 0,
+) -> np.ndarray:
+    """The group that trains at each step (0 = every parameter).
+
+    MindSpore's sequence, of length ``int(total_steps * 1.01)``:
+
+    - ``n <= 1`` groups: all zeros.
+    - strategy 0 (continuous, ``00001234...``): the cycle
+      ``[0] * z + [1, ..., n-1]`` repeated, whole cycles only, with
+      ``z = int(freeze_p * (n - 1) // (1 - freeze_p) + 0.5)`` (the floor
+      division comes first, as in MindSpore). ``freeze_p = 1`` (where
+      MindSpore divides by zero) gives all zeros.
+    - strategy 1 (interval, ``0102030...``): start with ``[0]``; while the
+      fraction of frozen steps so far is below ``1 - freeze_p`` append a
+      frozen depth ``k`` drawn with ``P(k) = (n - k) / (n (n - 1) / 2)``
+      (shallow freezes are likeliest), else append 0.
+
+    So `freeze_p` is about the fraction of steps that train everything.
+
+    Args:
+      parameter_groups_number: ``n``, the number of parameter groups.
+      freeze_strategy: 0 (continuous) or 1 (interval).
+      freeze_p: in [0, 1].
+      total_steps: training steps (the sequence is 1% longer).
+      seed: seed of the local NumPy generator drawing strategy 1's depths;
+        the sequence depends on nothing else, so every process of a
+        multi-process run computes the same one.
+
+    Returns:
+      An int32 NumPy array.
+    """
+    n = _check_int("parameter_groups_number", parameter_groups_number, -(2**31))
+    total = _check_int("total_steps", total_steps, 1)
+    if freeze_strategy not in (CONTINUOUS_STRATEGY, INTERVAL_STRATEGY):
+        raise ValueError(
+            "Unsupported freezing training strategy: `freeze_strategy` must "
+            f"be 0 (continuous) or 1 (interval), got {freeze_strategy!r}."
+        )
+    if isinstance(freeze_p, bool) or not 0 <= freeze_p <= 1:
+        raise ValueError(f"`freeze_p` must be in [0, 1], got {freeze_p!r}.")
+    length = int(total * 1.01)
+    if n <= 1 or freeze_p == 1:
+        return np.zeros(length, np.int32)
+    if freeze_strategy == CONTINUOUS_STRATEGY:
+        zeros = int(freeze_p * (n - 1) // (1 - freeze_p) + 0.5)
+        cycle = np.array([0] * zeros + list(range(1, n)), np.int32)
+        return np.tile(cycle, -(-length // len(cycle)))
+    # Interval: which steps are frozen depends only on the counts, so the
+    # depths can be drawn in one go.
+    frozen_steps = np.zeros(length, bool)
+    zeros, frozen = 1, 0
+    for i in range(1, length):
+        if frozen / (zeros + frozen) < 1 - freeze_p:
+            frozen_steps[i] = True
+            frozen += 1
+        else:
+            zeros += 1
+    depths = np.arange(n - 1, 0, -1)
+    probabilities = np.arange(1, n) / (n * (n - 1) / 2)
+    sequence = np.zeros(length, np.int32)
+    sequence[frozen_steps] = np.random.default_rng(seed).choice(
+        depths, size=frozen, p=probabilities
+    )
+    return sequence
+
+
+# ---------------------------------------------------------------------------
+# Parameter groups.
+# ---------------------------------------------------------------------------
+
+
+def _natural_key(path: Path):
+    return [
+        [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", part)]
+        for part in path
+    ]
+
+
+def _owner_first(names: Sequence[str]) -> list[str]:
+    """A module's parameters, weights first (biases attach to them)."""
+    return sorted(names, key=lambda n: ("bias" in n.lower(), n))
+
+
+def ordered_leaves(
+    params: Any, call_order: Sequence[tuple[Any, ...]] | None = None
+) -> list[Path]:
+    """Leaf paths of `params` in the model's call order.
+
+    Args:
+      params: the parameter tree.
+      call_order: module paths in the order the modules were called; leaves
+        of earlier modules come first, weights before biases within a
+        module. ``None``: a natural sort of the paths (``Conv_2`` before
+        ``Conv_10``), which is the call order only for models whose names
+        say so.
+    """
+    leaves = [
+        path_names(p)
+        for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
+    ]
+    if call_order is None:
+        return sorted(leaves, key=_natural_key)
+    by_module: dict[Path, list[str]] = {}
+    for leaf in leaves:
+        by_module.setdefault(leaf[:-1], []).append(leaf[-1])
+    ordered: list[Path] = []
+    for module in call_order:
+        module = tuple(str(k) for k in module)
+        for name in _owner_first(by_module.pop(module, [])):
+            ordered.append((*module, name))
+    # Parameters of modules the trace did not see (unused), at the end.
+    for module in sorted(by_module, key=_natural_key):
+        ordered.extend((*module, n) for n in _owner_first(by_module[module]))
+    return ordered
+
+
+def chunk_groups(
+    ordered: Sequence[Path],
+    groups_number: int,
+    *,
+    attached: Callable[[Path], bool] | None = None,
+) -> tuple[tuple[Path, ...], ...]:
+    """MindSpore's nested suffix groups of leaves given in call order.
+
+    Leaves are cut into chunks in order: a BatchNorm or bias leaf joins the
+    current chunk (it belongs to the weight before it); another leaf closes
+    the current chunk once that has at least 3 leaves. With
+    ``stride = len(chunks) // groups_number``, group ``i`` is every leaf from
+    chunk ``i * stride`` to the end: group 0 is all parameters, each group
+    a suffix of the one before. Fewer chunks than groups: every group is all
+    parameters (with a warning).
+
+    Args:
+      ordered: leaf paths in call order (`ordered_leaves`).
+      groups_number: the number of groups.
+      attached: whether a leaf stays with the weight before it; default:
+        its name contains ``bias``, or its module name ``bn``/``norm``.
+
+    Returns:
+      ``groups_number`` tuples of leaf paths.
+    """
+    n = _check_int("groups_number", groups_number, 1)
+    if attached is None:
+        attached = _default_attached
+    chunks: list[list[Path]] = []
+    current: list[Path] = []
+    for leaf in ordered:
+        if attached(leaf):
+            current.append(leaf)
+        elif len(current) >= 3:
+            chunks.append(current)
+            current = [leaf]
+        else:
+            current.append(leaf)
+    if current:
+        chunks.append(current)
+    stride = len(chunks) // n
+    if stride == 0:
+        warnings.warn(
+            f"Gradient freezing: {len(chunks)} parameter chunks for {n} "
+            "groups; every group trains all parameters (no freezing). Use "
+            "fewer `param_groups`.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return tuple(
+        tuple(leaf for chunk in chunks[i * stride :] for leaf in chunk)
+        for i in range(n)
+    )
+
+
+def model_order(model, sample_inputs) -> tuple[list, list]:
+    """Module paths of a Linen or NNX model in call order, and its BNs."""
+    calls = model_graph.module_calls(model, sample_inputs)
+    call_order = list(dict.fromkeys(c.path for c in calls))
+    norms = [c.path for c in calls if c.kind == "batch_norm"]
+    return call_order, norms
+
+
+def _attached_to(norms) -> Callable[[Path], bool]:
+    norms = {tuple(str(k) for k in m) for m in norms}
+    return lambda leaf: "bias" in leaf[-1].lower() or leaf[:-1] in norms
+
+
+def split_parameters_groups(
+    params_or_model: Any, groups_number: int, *, sample_inputs: Any = None
+) -> tuple[tuple[Path, ...], ...]:
+    """MindSpore's nested suffix groups of a model's parameters.
+
+    Leaves are taken in the model's call order (not ``jax.tree_util``'s
+    sorted key order, where ``Conv_10`` sorts before ``Conv_2``) and cut
+    into chunks (`chunk_groups`): a BatchNorm or bias leaf stays with the
+    weight before it. Group 0 is every parameter; group ``k`` the suffix
+    from chunk ``k * stride``.
+
+    Args:
+      params_or_model: a Flax Linen or NNX module (traced on
+        `sample_inputs` for the call order), or a parameter tree (taken in a
+        natural sort of its paths).
+      groups_number: the number of groups.
+      sample_inputs: with a module, one batch of inputs (shapes only).
+
+    Returns:
+      ``groups_number`` tuples of parameter paths (tuples of names).
+    """
+    if isinstance(params_or_model, (nn.Module, nnx.Module)):
+        if sample_inputs is None:
+            raise TypeError(
+                "Splitting a model's parameters follows its call order, "
+                "found by tracing it: pass `sample_inputs=`."
+            )
+        call_order, norms = model_order(params_or_model, sample_inputs)
+        params = model_graph.param_shapes(params_or_model, sample_inputs)
+        return chunk_groups(
+            ordered_leaves(params, call_order),
+            groups_number,
+            attached=_attached_to(norms),
+        )
+    return chunk_groups(ordered_leaves(params_or_model), groups_number)
+
+
+def _default_attached(leaf: Path) -> bool:
+    module = "/".join(leaf[:-1]).lower()
+    return "bias" in leaf[-1].lower() or "bn" in module or "norm" in module
+
+
+def group_mask(params: Any, group: Sequence[Path]) -> Any:
+    """A bool tree: which leaves of `params` are in `group`."""
+    members = set(group)
+    return jax.tree_util.tree_map_with_path(
+        lambda path, _: path_names(path) in members, params
+    )
+
+
+# ---------------------------------------------------------------------------
+# Updating a subset of the parameters.
+# ---------------------------------------------------------------------------
+
+
+def _is_masked(x) -> bool:
+    return isinstance(x, optax.MaskedNode)
+
+
+def mask_tree(tree: Any, mask: Any) -> Any:
+    """`tree` with the leaves where `mask` is False replaced by MaskedNode."""
+    return jax.tree.map(lambda x, m: x if m else optax.MaskedNode(), tree, mask)
+
+
+def merge_trees(primary: Any, fallback: Any) -> Any:
+    """`primary`'s leaves, and `fallback`'s where `primary` is masked."""
+    return jax.tree.map(
+        lambda p, f: f if _is_masked(p) else p,
+        primary,
+        fallback,
+        is_leaf=_is_masked,
+    )
+
+
+def masked_update(
+    optimizer: optax.GradientTransformation,
+    grads: Any,
+    opt_state: Any,
+    params: Any,
+    mask: Any,
+    **extra_args,
+):
+    """Runs `optimizer` on the leaves in `mask` of one shared state.
+
+    `grads` and `params` hold ``MaskedNode`` where `mask` is False. The
+    optimizer sees only the masked-in leaves (as under ``optax.masked``),
+    so nothing reads, decays or normalizes a frozen leaf: its slots in
+    `opt_state` come back untouched. Shared non-parameter fields (step
+    counts) advance.
+
+    Returns:
+      ``(updates, opt_state)``: updates with ``MaskedNode`` at frozen leaves,
+      the full state.
+    """
+    sub_state = optax.tree_map_params(
+        optimizer, lambda s, m: s if m else optax.MaskedNode(), opt_state, mask
+    )
+    if isinstance(optimizer, optax.GradientTransformationExtraArgs):
+        updates, new_sub = optimizer.update(
+            grads, sub_state, params, **extra_args
+        )
+    else:
+        updates, new_sub = optimizer.update(grads, sub_state, params)
+    return updates, _merge_states(optimizer, new_sub, opt_state)
+
+
+@jax.tree_util.register_pytree_node_class
+class _ParamsSlot:
+    """Stands for the whole parameter tree in an optimizer state's layout."""
+
+    def tree_flatten(self):
+        return (), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        del aux, children
+        return cls()
+
+
+def _merge_states(optimizer, new_sub: Any, old: Any) -> Any:
+    """The new sub-state's values, and `old`'s where the sub-state is masked.
+
+    Parameter-shaped parts of the state are found as ``optax.tree_map_params``
+    finds them: by initializing the optimizer on a placeholder.
+    """
+    layout = optimizer.init(_ParamsSlot())
+
+    def merge(slot, new, previous):
+        if isinstance(slot, _ParamsSlot):
+            return merge_trees(new, previous)
+        return new
+
+    return jax.tree.map(
+        merge,
+        layout,
+        new_sub,
+        old,
+        is_leaf=lambda x: isinstance(x, _ParamsSlot),
+    )
+
+
+# ---------------------------------------------------------------------------
+# The plan of a freezing run.
+# ---------------------------------------------------------------------------
+
+
+class FreezeState(NamedTuple):
+    """Position in the freeze sequence (``TrainState.algorithms.freeze``).
+
+    Attributes:
+      position: index of the next step in the sequence, ``int32`` scalar.
+    """
+
+    position: jax.Array
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Freezing:
+    """How a train step freezes: the groups, the sequence, the optimizers.
+
+    Attributes:
+      groups: for each depth ``k``, the trainable leaf paths (group 0: all).
+      sequence: the depth of each step (`generate_freeze_index_sequence`).
+      group_optimizers: ``None`` for one optimizer state shared by all
+        depths (a frozen leaf's slots are left untouched); else one
+        optimizer per group, each with its own state (MindSpore's
+        ``FreezeOpt``).
+    """
+
+    groups: tuple[tuple[Path, ...], ...]
+    sequence: np.ndarray
+    group_optimizers: tuple[optax.GradientTransformation, ...] | None = None
+
+    def __post_init__(self):
+        if not self.groups:
+            raise ValueError("`groups` must not be empty.")
+        sequence = np.asarray(self.sequence)
+        if sequence.ndim != 1 or not len(sequence):
+            raise ValueError("`sequence` must be a non-empty 1-D array.")
+        if sequence.min() < 0 or sequence.max() >= len(self.groups):
+            raise ValueError(
+                f"`sequence` holds depths outside [0, {len(self.groups)})."
+            )
+        if self.group_optimizers is not None and len(
+            self.group_optimizers
+        ) != len(self.groups):
+            raise ValueError(
+                f"{len(self.group_optimizers)} group optimizers for "
+                f"{len(self.groups)} groups."
+            )
+        object.__setattr__(self, "sequence", sequence.astype(np.int32))
+
+    def depth(self, position: int) -> int:
+        """The depth of the step at `position` (the sequence wraps around)."""
+        return int(self.sequence[position % len(self.sequence)])
+
+    def canonical_depth(self, depth: int) -> int:
+        """The first depth with the same compiled step.
+
+        Depths training the same leaves share a step, unless each group has
+        its own optimizer state.
+        """
+        if self.group_optimizers is not None:
+            return depth
+        return self.groups.index(self.groups[depth])
+
+    def trains_everything(self, depth: int, params: Any) -> bool:
+        """Whether `depth` trains every leaf of `params` with the one state.
+
+        Such a step is the plain, unmasked step.
+        """
+        return self.group_optimizers is None and len(
+            set(self.groups[depth])
+        ) == len(jax.tree.leaves(params))
+
+    def mask(self, params: Any, depth: int) -> Any:
+        return group_mask(params, self.groups[depth])
+
+    def init_opt_state(self, optimizer, params):
+        if self.group_optimizers is None:
+            return optimizer.init(params)
+        return tuple(
+            tx.init(mask_tree(params, self.mask(params, k)))
+            for k, tx in enumerate(self.group_optimizers)
+        )
+
+    def update(self, optimizer, depth, grads, opt_state, params, mask, **extra):
+        """Optimizer update of the leaves trained at `depth`."""
+        if self.group_optimizers is None:
+            return masked_update(
+                optimizer, grads, opt_state, params, mask, **extra
+            )
+        tx = self.group_optimizers[depth]
+        if isinstance(tx, optax.GradientTransformationExtraArgs):
+            updates, new = tx.update(grads, opt_state[depth], params, **extra)
+        else:
+            updates, new = tx.update(grads, opt_state[depth], params)
+        return updates, opt_state[:depth] + (new,) + opt_state[depth + 1 :]
+
+
+def split_learning_rates(
+    learning_rates: Sequence[float], strategy: Sequence[int], groups: int
+) -> list[Callable[[jax.Array], jax.Array]]:
+    """Per-group schedules from a per-step learning-rate list (FreezeOpt).
+
+    Each group's optimizer counts only the steps it runs, so group ``k``
+    gets the rates of the steps where the strategy is ``k``, in order. A
+    list longer than the strategy is not split (every group walks the whole
+    list from its own step 0), as in MindSpore.
+    """
+    rates = np.asarray(learning_rates, np.float32)
+    strategy = np.asarray(strategy)
+    if len(rates) > len(strategy):
+        per_group = [rates] * groups
+    else:
+        per_group = [rates[strategy[: len(rates)] == k] for k in range(groups)]
+
+    def schedule(values):
+        values = jnp.asarray(values if len(values) else rates[:1])
+        return lambda count: values[jnp.minimum(count, len(values) - 1)]
+
+    return [schedule(v) for v in per_group]
+
+
+def freezing_factory(
+    *,
+    groups_number: int,
+    strategy: int,
+    freeze_p: float,
+    total_steps: int,
+    seed: int = 0,
+    call_order: Sequence[tuple[Any, ...]] | None = None,
+    batch_norm_modules: Sequence[tuple[Any, ...]] = (),
+) -> Callable[[Any], Freezing]:
+    """A function building the `Freezing` plan of a parameter tree.
+
+    The sequence is computed now; the groups when the parameters are known
+    (`TrainStep.init`).
+
+    Args:
+      groups_number, strategy, freeze_p, total_steps, seed: see
+        `generate_freeze_index_sequence`.
+      call_order: module paths in call order (from a trace of the model);
+        ``None`` orders leaves by a natural sort of their paths.
+      batch_norm_modules: module paths of the BatchNorms, whose leaves stay
+        with the weight before them (with a call order).
+    """
+    sequence = generate_freeze_index_sequence(
+        groups_number, strategy, freeze_p, total_steps, seed=seed
+    )
+    attached = None if call_order is None else _attached_to(batch_norm_modules)
+
+    def make(params) -> Freezing:
+        groups = chunk_groups(
+            ordered_leaves(params, call_order),
+            groups_number,
+            attached=attached,
+        )
+        return Freezing(groups, sequence)
+
+    return make
