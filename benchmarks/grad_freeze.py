@@ -63,19 +63,13 @@ def _freezing_step(model, optimizer, freeze_p, total_steps, groups, sample):
     )
 
 
-def measure_depths(model, optimizer, variables, batch, args) -> dict:
+def measure_depths(model, optimizer, steps, variables, batch, args) -> dict:
     """Per-depth FLOPs and step times, compile time, schedule throughput."""
     plain_step = baseline.make_plain_step(
         model, optimizer, models.cross_entropy, train=True
     )
     plain_state = baseline.init_plain_state(variables, optimizer)
     plain = plain_step.lower(plain_state, batch).compile()
-    steps = {
-        name: _freezing_step(
-            model, optimizer, p, args.total_steps, args.groups, batch[0][:1]
-        )
-        for name, p in FREEZE_P.items()
-    }
     states = {name: ts.init(variables) for name, ts in steps.items()}
     start = time.perf_counter()
     compiled = steps["default_p0.7"].compile_all(states["default_p0.7"], batch)
@@ -133,18 +127,8 @@ def measure_depths(model, optimizer, variables, batch, args) -> dict:
     return result
 
 
-def measure_accuracy(model, optimizer, digits, args) -> dict:
-    steps = {
-        name: _freezing_step(
-            model,
-            optimizer,
-            p,
-            args.total_steps,
-            args.groups,
-            digits.x_train[:1],
-        )
-        for name, p in FREEZE_P.items()
-    }
+def measure_accuracy(model, optimizer, steps, digits, args) -> dict:
+    """Test accuracy after `args.epochs`, reusing the compiled steps."""
     accuracies = {"no_freezing": [], **{name: [] for name in steps}}
     for seed in range(args.seeds):
         variables = model.init(
@@ -227,8 +211,14 @@ def main(argv=None) -> dict:
             jnp.asarray(digits.x_train[: args.batch_size]),
             jnp.asarray(digits.y_train[: args.batch_size]),
         )
-        cost = measure_depths(model, optimizer, variables, batch, args)
-        accuracy = measure_accuracy(model, optimizer, digits, args)
+        steps = {
+            name: _freezing_step(
+                model, optimizer, p, args.total_steps, args.groups, batch[0][:1]
+            )
+            for name, p in FREEZE_P.items()
+        }
+        cost = measure_depths(model, optimizer, steps, variables, batch, args)
+        accuracy = measure_accuracy(model, optimizer, steps, digits, args)
     default = cost["schedules"]["default_p0.7"]
     result = {
         "benchmark": "grad_freeze",

@@ -394,6 +394,32 @@ class FrozenStepTest(parameterized.TestCase):
         self.assertLen(ts.freezing.groups, 3)
         self.assertGreater(len(set(ts.freezing.sequence[:63])), 1)
 
+    def test_o1_groups_are_cut_on_the_original_model(self):
+        # As MindSpore, which cuts its groups on the network's parameters:
+        # LessBN's removed BNs would otherwise merge chunks until fewer than
+        # 10 remain, and nothing would freeze.
+        model = models.ResNet()
+        ts = boostax.auto_boost(
+            "O1",
+            optimizer=optax.sgd(0.1),
+            model=model,
+            loss=models.cross_entropy,
+            sample_inputs=X,
+        )
+        state = ts.init(model.init(jax.random.PRNGKey(0), X, train=False))
+        groups = ts.freezing.groups
+        sizes = [len(g) for g in groups]
+        # The full model's 47 leaves, minus 8 removed BNs' scales and biases.
+        self.assertEqual(sizes[0], 47 - 16)
+        self.assertTrue(
+            all(a > b for a, b in zip(sizes, sizes[1:], strict=False)), sizes
+        )
+        leaves = set(groups[0])
+        self.assertLen(leaves, len(jax.tree.leaves(state.params)))
+        self.assertNotIn(("BasicBlock_0", "BatchNorm_0", "scale"), leaves)
+        self.assertIn(("Dense_0", "multiplier"), groups[9])
+        self.assertNotIn(("Dense_0", "bias"), leaves)
+
     def test_plain_function_freezing(self):
         def loss_fn(params, batch):
             h = jnp.tanh(batch @ params["layer_1"]["w"])

@@ -111,12 +111,13 @@ def freezing_from_config(
 ):
     """The `Freezing` factory of the config's ``grad_freeze`` section.
 
-    With a model, parameters are grouped in the model's call order (one
-    trace on `sample_inputs`); with a plain loss function, in a natural
-    sort of their paths.
+    With a model, the groups are cut on `model` as given (before LessBN, as
+    MindSpore cuts them on the network's own parameters) in its call order
+    (one trace on `sample_inputs`); with a plain loss function, in a natural
+    sort of the parameter paths.
     """
     section = config.grad_freeze
-    call_order, norms = None, ()
+    groups = None
     if model is not None:
         if sample_inputs is None:
             raise ValueError(
@@ -125,15 +126,16 @@ def freezing_from_config(
                 "`sample_inputs=` (one batch of inputs; only shapes and "
                 "dtypes are used)."
             )
-        call_order, norms = freezing_lib.model_order(model, sample_inputs)
+        groups = freezing_lib.split_parameters_groups(
+            model, section.param_groups, sample_inputs=sample_inputs
+        )
     return freezing_lib.freezing_factory(
         groups_number=section.param_groups,
         strategy=section.freeze_type,
         freeze_p=section.freeze_p,
         total_steps=section.total_steps,
         seed=seed,
-        call_order=call_order,
-        batch_norm_modules=norms,
+        groups=groups,
     )
 
 
@@ -201,7 +203,7 @@ def auto_boost(
     """
     boost_config = config_lib.boost_config(level, config)
     check_implemented(boost_config)
-    convert_variables = None
+    convert_variables, original_model = None, model
     if boost_config.is_enabled("less_bn"):
         model, optimizer, convert_variables = apply_less_bn(
             model, optimizer, boost_config, sample_inputs
@@ -217,7 +219,7 @@ def auto_boost(
     freezing = None
     if boost_config.is_enabled("grad_freeze"):
         freezing = freezing_from_config(
-            model, boost_config, sample_inputs, seed
+            original_model, boost_config, sample_inputs, seed
         )
     return train_step_lib.TrainStep(
         objective,

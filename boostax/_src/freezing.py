@@ -508,6 +508,34 @@ def split_learning_rates(
     return [schedule(v) for v in per_group]
 
 
+def restrict_groups(
+    groups: Sequence[Sequence[Path]], params: Any
+) -> tuple[tuple[Path, ...], ...]:
+    """Groups made for one parameter tree, applied to another.
+
+    LessBN removes BatchNorm parameters and adds an FN multiplier after the
+    groups were cut on the original model (as MindSpore cuts them on the
+    network's own parameters): removed leaves drop out; a new leaf joins
+    every group holding a leaf of its module, and always group 0 (which
+    trains everything).
+    """
+    present = [
+        path_names(p)
+        for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
+    ]
+    known = {leaf for group in groups for leaf in group}
+    extra = [leaf for leaf in present if leaf not in known]
+    present = set(present)
+    restricted = []
+    for k, group in enumerate(groups):
+        modules = {leaf[:-1] for leaf in group}
+        restricted.append(
+            tuple(leaf for leaf in group if leaf in present)
+            + tuple(e for e in extra if k == 0 or e[:-1] in modules)
+        )
+    return tuple(restricted)
+
+
 def freezing_factory(
     *,
     groups_number: int,
@@ -515,8 +543,7 @@ def freezing_factory(
     freeze_p: float,
     total_steps: int,
     seed: int = 0,
-    call_order: Sequence[tuple[Any, ...]] | None = None,
-    batch_norm_modules: Sequence[tuple[Any, ...]] = (),
+    groups: Sequence[Sequence[Path]] | None = None,
 ) -> Callable[[Any], Freezing]:
     """A function building the `Freezing` plan of a parameter tree.
 
@@ -526,22 +553,19 @@ def freezing_factory(
     Args:
       groups_number, strategy, freeze_p, total_steps, seed: see
         `generate_freeze_index_sequence`.
-      call_order: module paths in call order (from a trace of the model);
-        ``None`` orders leaves by a natural sort of their paths.
-      batch_norm_modules: module paths of the BatchNorms, whose leaves stay
-        with the weight before them (with a call order).
+      groups: groups cut on the model (`split_parameters_groups`), applied
+        to the trained parameters with `restrict_groups`; ``None`` cuts the
+        parameters in a natural sort of their paths.
     """
     sequence = generate_freeze_index_sequence(
         groups_number, strategy, freeze_p, total_steps, seed=seed
     )
-    attached = None if call_order is None else _attached_to(batch_norm_modules)
 
     def make(params) -> Freezing:
-        groups = chunk_groups(
-            ordered_leaves(params, call_order),
-            groups_number,
-            attached=attached,
-        )
-        return Freezing(groups, sequence)
+        if groups is None:
+            cut = chunk_groups(ordered_leaves(params), groups_number)
+        else:
+            cut = restrict_groups(groups, params)
+        return Freezing(cut, sequence)
 
     return make
