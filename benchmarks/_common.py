@@ -119,3 +119,65 @@ def write_result(path: str, payload: Mapping[str, Any]) -> None:
         json.dump(payload, f, indent=2)
         f.write("\n")
     print(f"wrote {path}")
+
+
+def runner(name, init, step, predict, digits):
+    """A `demo.Runner` from ``init()``, ``step(state, batch) -> (state, _)``
+    and ``predict(state, x)``."""
+    from boostax.examples import baseline, demo
+
+    return demo.Runner(
+        name,
+        init,
+        lambda state, batch: step(state, batch)[0],
+        lambda state: baseline.accuracy(
+            lambda x: predict(state, x), digits.x_test, digits.y_test
+        ),
+    )
+
+
+def accuracy_over_seeds(
+    runners_for: Callable[[int], list[Any]],
+    digits,
+    *,
+    seeds: int,
+    epochs: int,
+    batch_size: int,
+    baseline: str,
+) -> dict[str, dict[str, Any]]:
+    """Final test accuracy of each runner, one training run per seed.
+
+    Args:
+      runners_for: ``runners_for(seed)`` -> the `demo.Runner`s to train
+        from that seed's initialization (the data order follows the seed).
+      baseline: the runner the others are compared with.
+
+    Returns:
+      ``{name: {"test_accuracy": [...], "median", "mean",
+      "mean_difference_points"}}`` (points = 100 x the mean's difference
+      from the baseline's).
+    """
+    from boostax.examples import demo
+
+    accuracies: dict[str, list[float]] = {}
+    for seed in range(seeds):
+        for run in runners_for(seed):
+            result = demo.train(
+                run,
+                digits,
+                epochs=epochs,
+                batch_size=batch_size,
+                seed=seed,
+                target=1.0,
+            )
+            accuracies.setdefault(run.name, []).append(result.final_accuracy)
+    base = statistics.fmean(accuracies[baseline])
+    return {
+        name: {
+            "test_accuracy": values,
+            "median": statistics.median(values),
+            "mean": statistics.fmean(values),
+            "mean_difference_points": 100 * (statistics.fmean(values) - base),
+        }
+        for name, values in accuracies.items()
+    }

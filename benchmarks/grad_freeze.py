@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import statistics
 import time
@@ -129,45 +130,31 @@ def measure_depths(model, optimizer, steps, variables, batch, args) -> dict:
 
 def measure_accuracy(model, optimizer, steps, digits, args) -> dict:
     """Test accuracy after `args.epochs`, reusing the compiled steps."""
-    accuracies = {"no_freezing": [], **{name: [] for name in steps}}
-    for seed in range(args.seeds):
+
+    def runners_for(seed):
         variables = model.init(
             jax.random.PRNGKey(seed), digits.x_train[:1], train=False
         )
         plain = demo.plain_runner(model, variables, optimizer, digits)
-        runners = [dataclasses.replace(plain, name="no_freezing")]
-        for name, ts in steps.items():
-            runners.append(
-                demo.Runner(
-                    name,
-                    lambda ts=ts, v=variables: ts.init(v),
-                    lambda state, batch, ts=ts: ts(state, batch)[0],
-                    lambda state, ts=ts: baseline.accuracy(
-                        lambda x: ts.predict(state, x),
-                        digits.x_test,
-                        digits.y_test,
-                    ),
-                )
-            )
-        for runner in runners:
-            result = demo.train(
-                runner,
+        return [dataclasses.replace(plain, name="no_freezing")] + [
+            _common.runner(
+                name,
+                functools.partial(ts.init, variables),
+                ts,
+                ts.predict,
                 digits,
-                epochs=args.epochs,
-                batch_size=args.batch_size,
-                seed=seed,
-                target=1.0,
             )
-            accuracies[runner.name].append(result.final_accuracy)
-    base = statistics.fmean(accuracies["no_freezing"])
-    return {
-        name: {
-            "test_accuracy": values,
-            "mean": statistics.fmean(values),
-            "mean_difference_points": 100 * (statistics.fmean(values) - base),
-        }
-        for name, values in accuracies.items()
-    }
+            for name, ts in steps.items()
+        ]
+
+    return _common.accuracy_over_seeds(
+        runners_for,
+        digits,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        baseline="no_freezing",
+    )
 
 
 def main(argv=None) -> dict:

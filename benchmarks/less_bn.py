@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import optax
 
 import boostax
-from boostax.examples import baseline, data, demo, models
+from boostax.examples import baseline, data, models
 
 STEP_TIME_TARGET = 0.90  # on a GPU
 ACCURACY_TOLERANCE = 0.005
@@ -124,44 +124,29 @@ def measure_cost_and_time(variants, variables, batch, args) -> dict:
 
 
 def measure_accuracy(variants, model, digits, args) -> dict:
-    accuracies = {v.name: [] for v in variants}
-    for seed in range(args.seeds):
+    def runners_for(seed):
         variables = model.init(
             jax.random.PRNGKey(seed), digits.x_train[:1], train=False
         )
-        for v in variants:
-            runner = demo.Runner(
+        return [
+            _common.runner(
                 v.name,
                 functools.partial(v.init, variables),
-                lambda state, batch, v=v: v.step(state, batch)[0],
-                lambda state, v=v: baseline.accuracy(
-                    functools.partial(v.predict, state),
-                    digits.x_test,
-                    digits.y_test,
-                ),
-            )
-            result = demo.train(
-                runner,
+                v.step,
+                v.predict,
                 digits,
-                epochs=args.epochs,
-                batch_size=args.batch_size,
-                seed=seed,
-                target=1.0,
             )
-            accuracies[v.name].append(result.final_accuracy)
-    summary = {}
-    full = statistics.fmean(accuracies["full"])
-    for name, values in accuracies.items():
-        summary[name] = {
-            "test_accuracy": values,
-            "median": statistics.median(values),
-            "mean": statistics.fmean(values),
-        }
-        if name != "full":
-            summary[name]["mean_difference_points"] = 100 * (
-                statistics.fmean(values) - full
-            )
-    return summary
+            for v in variants
+        ]
+
+    return _common.accuracy_over_seeds(
+        runners_for,
+        digits,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        baseline="full",
+    )
 
 
 def main(argv=None) -> dict:
