@@ -2,6 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """boostax: MindSpore's training-acceleration algorithms for JAX and Optax."""
 
+from boostax._src.accumulation import (
+    GradientAccumulationState as GradientAccumulationState,
+)
+from boostax._src.accumulation import (
+    gradient_accumulation as gradient_accumulation,
+)
+from boostax._src.accumulation import has_updated as has_updated
 from boostax._src.auto_boost import (
     AlgorithmNotImplementedError as AlgorithmNotImplementedError,
 )
@@ -17,9 +24,14 @@ from boostax._src.centralization import (
 )
 from boostax._src.compat import AutoBoost as AutoBoost
 from boostax._src.compat import BoostTrainOneStepCell as BoostTrainOneStepCell
+from boostax._src.compat import (
+    BoostTrainOneStepWithLossScaleCell as BoostTrainOneStepWithLossScaleCell,
+)
 from boostax._src.compat import FreezeCells as FreezeCells
 from boostax._src.compat import FreezeOpt as FreezeOpt
+from boostax._src.compat import GradientAccumulation as GradientAccumulation
 from boostax._src.compat import GradientFreeze as GradientFreeze
+from boostax._src.compat import GroupLossScaleManager as GroupLossScaleManager
 from boostax._src.compat import LessBN as LessBN
 from boostax._src.compat import OptimizerProcess as OptimizerProcess
 from boostax._src.compat import ParameterProcess as ParameterProcess
@@ -54,6 +66,12 @@ from boostax._src.less_bn import RemovedBatchNorm as RemovedBatchNorm
 from boostax._src.less_bn import full_normalization as full_normalization
 from boostax._src.less_bn import less_bn as less_bn
 from boostax._src.less_bn import less_bn_report as less_bn_report
+from boostax._src.loss_scale import DynamicLossScale as DynamicLossScale
+from boostax._src.loss_scale import GroupLossScale as GroupLossScale
+from boostax._src.loss_scale import LossScaleState as LossScaleState
+from boostax._src.loss_scale import StaticLossScale as StaticLossScale
+from boostax._src.loss_scale import all_finite as all_finite
+from boostax._src.loss_scale import enhanced_amp as enhanced_amp
 from boostax._src.objectives import FunctionObjective as FunctionObjective
 from boostax._src.objectives import LinenObjective as LinenObjective
 from boostax._src.objectives import NNXObjective as NNXObjective
@@ -74,8 +92,10 @@ __all__ = (
     "BoostConfig",
     "BoostSection",
     "BoostTrainOneStepCell",
+    "BoostTrainOneStepWithLossScaleCell",
     "CommonSection",
     "DimReduceSection",
+    "DynamicLossScale",
     "FNHead",
     "FreezeCells",
     "FreezeOpt",
@@ -84,13 +104,18 @@ __all__ = (
     "FunctionObjective",
     "GradAccumulationSection",
     "GradFreezeSection",
+    "GradientAccumulation",
+    "GradientAccumulationState",
     "GradientFreeze",
+    "GroupLossScale",
+    "GroupLossScaleManager",
     "LEVELS",
     "LessBN",
     "LessBNReport",
     "LessBNSection",
     "LinenLessBN",
     "LinenObjective",
+    "LossScaleState",
     "MODES",
     "NNXFNHead",
     "NNXIdentity",
@@ -99,15 +124,20 @@ __all__ = (
     "OptimizerProcess",
     "ParameterProcess",
     "RemovedBatchNorm",
+    "StaticLossScale",
     "TrainState",
     "TrainStep",
+    "all_finite",
     "auto_boost",
     "boost_config",
     "centralize_gradients",
+    "enhanced_amp",
     "freeze_cell",
     "full_normalization",
     "generate_freeze_index_sequence",
+    "gradient_accumulation",
     "gradient_centralization_mask",
+    "has_updated",
     "less_bn",
     "less_bn_report",
     "make_objective",

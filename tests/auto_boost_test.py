@@ -13,7 +13,7 @@ from boostax.examples import models
 from tests import _utils
 
 OPTIMIZER = optax.sgd(0.1)
-BUILT = ("less_bn", "grad_freeze")
+BUILT = ("less_bn", "grad_freeze", "grad_accumulation", "loss_scale_group")
 NOT_BUILT = tuple(name for name in boostax.ALGORITHMS if name not in BUILT)
 
 

@@ -11,10 +11,12 @@ from typing import Any
 
 import optax
 
+from boostax._src import accumulation as accumulation_lib
 from boostax._src import centralization
 from boostax._src import config as config_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
+from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
 
@@ -22,9 +24,7 @@ from boostax._src import train_step as train_step_lib
 # configuration that switches one on instead of silently training without it.
 NOT_IMPLEMENTED: Mapping[str, str] = {
     "adasum": "AdaSum (adaptive summation over devices)",
-    "grad_accumulation": "gradient accumulation (GradientAccumulation)",
     "dim_reduce": "DimReduce (quasi-Newton training in a PCA subspace)",
-    "loss_scale_group": "per-group loss scaling (GroupLossScaleManager)",
 }
 
 
@@ -136,7 +136,35 @@ def freezing_from_config(
         total_steps=section.total_steps,
         seed=seed,
         groups=groups,
+        micro_steps=accumulation_steps(config),
     )
+
+
+def accumulation_steps(config: config_lib.BoostConfig) -> int:
+    """Micro-steps per update: ``grad_accumulation_step`` if switched on."""
+    if config.is_enabled("grad_accumulation"):
+        return config.grad_accumulation.grad_accumulation_step
+    return 1
+
+
+def loss_scale_from_config(config: config_lib.BoostConfig, loss_scale: Any):
+    """Checks `loss_scale` against the ``loss_scale_group`` switch."""
+    if hasattr(loss_scale, "loss_scale_rule"):  # GroupLossScaleManager
+        loss_scale = loss_scale.loss_scale_rule()
+    loss_scale_lib.check_loss_scale(loss_scale)
+    grouped = isinstance(loss_scale, loss_scale_lib.GroupLossScale)
+    if config.is_enabled("loss_scale_group") and not grouped:
+        raise ValueError(
+            "`loss_scale_group` is on: pass `loss_scale=` a "
+            "GroupLossScaleManager (or GroupLossScale) with the groups, "
+            f"got {type(loss_scale).__name__}."
+        )
+    if grouped and not config.is_enabled("loss_scale_group"):
+        raise ValueError(
+            "A group loss scale needs `loss_scale_group` switched on (mode "
+            "'manual' with {'loss_scale_group': True}), as in MindSpore."
+        )
+    return loss_scale
 
 
 def auto_boost(
@@ -151,6 +179,7 @@ def auto_boost(
     predict_fn: Callable[..., Any] | None = None,
     sample_inputs: Any = None,
     seed: int = 0,
+    loss_scale: Any = None,
     donate_state: bool = False,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
@@ -173,6 +202,10 @@ def auto_boost(
       sample_inputs: one batch of model inputs (shapes only); needed by
         LessBN and gradient freezing, which trace the model.
       seed: seed of the gradient-freezing sequence (strategy 1).
+      loss_scale: a `StaticLossScale`, `DynamicLossScale`, or with
+        ``loss_scale_group`` a `GroupLossScaleManager` / `GroupLossScale`;
+        an overflowing step is skipped and `metrics` gets ``overflow`` and
+        ``loss_scale``.
       donate_state: donate the input state's buffers to the step.
 
     Returns:
@@ -203,10 +236,15 @@ def auto_boost(
     """
     boost_config = config_lib.boost_config(level, config)
     check_implemented(boost_config)
+    loss_scale = loss_scale_from_config(boost_config, loss_scale)
     convert_variables, original_model = None, model
     if boost_config.is_enabled("less_bn"):
         model, optimizer, convert_variables = apply_less_bn(
             model, optimizer, boost_config, sample_inputs
+        )
+    if accumulation_steps(boost_config) > 1:
+        optimizer = accumulation_lib.gradient_accumulation(
+            optimizer, accumulation_steps(boost_config)
         )
     objective = objectives_lib.make_objective(
         model=model,
@@ -226,5 +264,6 @@ def auto_boost(
         optimizer,
         config=boost_config,
         freezing=freezing,
+        loss_scale=loss_scale,
         donate_state=donate_state,
     )

@@ -20,11 +20,13 @@ import optax
 from flax import linen as nn
 from flax import nnx
 
+from boostax._src import accumulation as accumulation_lib
 from boostax._src import auto_boost as auto_boost_lib
 from boostax._src import centralization, groups, model_graph, objectives
 from boostax._src import config as config_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
+from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import train_step as train_step_lib
 
 
@@ -637,6 +639,85 @@ def _freezing_train_step(network, optimizer: FreezeOpt, loss):
 # ---------------------------------------------------------------------------
 
 
+class GradientAccumulation:
+    """MindSpore's ``GradientAccumulation(max_accumulation_step, optimizer)``.
+
+    Like ``optax.MultiSteps``: ``init``/``update`` (an Optax transform via
+    `gradient_transformation`), `has_updated`. The inner optimizer runs only
+    on every `max_accumulation_step`-th step (`boostax.gradient_accumulation`).
+    BatchNorm statistics, updated by the forward pass, move every micro-step.
+    """
+
+    def __init__(self, max_accumulation_step: int, optimizer):
+        train_step_lib.check_optimizer(optimizer)
+        self.max_accumulation_step = max_accumulation_step
+        self.optimizer = optimizer
+        self._tx = accumulation_lib.gradient_accumulation(
+            optimizer, max_accumulation_step
+        )
+        self.init, self.update = self._tx.init, self._tx.update
+
+    def gradient_transformation(self) -> optax.GradientTransformationExtraArgs:
+        return self._tx
+
+    @staticmethod
+    def has_updated(state) -> jax.Array:
+        return accumulation_lib.has_updated(state)
+
+
+class GroupLossScaleManager:
+    """MindSpore's ``GroupLossScaleManager``: per-group loss scales.
+
+    Holds the group scales ``S = [1, s_1, ..., s_n, 1]`` on the host; the
+    train step (``auto_boost(..., loss_scale=manager)`` or
+    `BoostTrainOneStepWithLossScaleCell`) starts from them and updates its
+    own copy in the train state. Put ``manager.enhanced_amp(x, l1, l2)``
+    (`boostax.enhanced_amp`) at the group boundaries of the model.
+
+    Args:
+      init_loss_scale: initial scale of every group, or one per group.
+      loss_scale_groups: the groups: sequences of parameter paths, or a label
+        tree of group indices (see `GroupLossScale`).
+    """
+
+    enhanced_amp = staticmethod(loss_scale_lib.enhanced_amp)
+
+    def __init__(self, init_loss_scale, loss_scale_groups):
+        self.init_loss_scale = init_loss_scale
+        self.loss_scale_groups = loss_scale_groups
+        rule = loss_scale_lib.GroupLossScale(init_loss_scale, loss_scale_groups)
+        self.set_loss_scale_status(rule.num_groups, init_loss_scale)
+
+    def get_loss_scale(self):
+        """The initial loss scale."""
+        return self.init_loss_scale
+
+    def get_update_cell(self) -> GroupLossScaleManager:
+        return self
+
+    def set_loss_scale_status(self, loss_scale_number: int, init_loss_scale):
+        """Sets ``S = [1, s_1..s_n, 1]`` for `loss_scale_number` groups."""
+        scales = np.broadcast_to(
+            np.asarray(init_loss_scale, np.float32), (loss_scale_number,)
+        )
+        self.scales = np.concatenate([[1.0], scales, [1.0]]).astype(np.float32)
+
+    def update_loss_scale_status(self, layer: int, update_ratio: float):
+        """``S[layer + 1] *= update_ratio``; returns the new scale."""
+        if not 0 <= layer < len(self.scales) - 2:
+            raise ValueError(
+                f"`layer` must be in [0, {len(self.scales) - 3}], got {layer}."
+            )
+        self.scales[layer + 1] *= update_ratio
+        return float(self.scales[layer + 1])
+
+    def loss_scale_rule(self) -> loss_scale_lib.GroupLossScale:
+        """The functional `GroupLossScale` starting from the current scales."""
+        return loss_scale_lib.GroupLossScale(
+            [float(s) for s in self.scales[1:-1]], self.loss_scale_groups
+        )
+
+
 class BoostTrainOneStepCell:
     """MindSpore's ``BoostTrainOneStepCell(network, optimizer, sens=None)``.
 
@@ -647,9 +728,11 @@ class BoostTrainOneStepCell:
 
     Args:
       network: a Flax Linen or NNX module, trained on ``(inputs, targets)``.
-      optimizer: an Optax optimizer or a `FreezeOpt`.
-      sens: loss scale, a number (default 1.0); a scale other than 1 needs
-        loss scaling, not implemented yet.
+      optimizer: an Optax optimizer, a `GradientAccumulation` or a
+        `FreezeOpt`.
+      sens: a fixed loss scale (default 1.0): the loss is multiplied by it
+        and the gradients divided by it; a step whose gradients overflow is
+        skipped.
       loss: ``loss(outputs, targets) -> scalar``.
       variables: the network's variables (Linen: ``module.init``'s dict;
         NNX: default the module's own).
@@ -670,20 +753,30 @@ class BoostTrainOneStepCell:
             isinstance(sens, bool) or not isinstance(sens, (int, float))
         ):
             raise TypeError(f"`sens` must be a number, got {sens!r}.")
-        if sens not in (None, 1, 1.0):
-            raise NotImplementedError(
-                "BoostTrainOneStepCell: a loss scale `sens` other than 1 "
-                "needs loss scaling, not implemented in boostax yet."
-            )
         self.sens = 1.0 if sens is None else float(sens)
+        loss_scale = (
+            None
+            if self.sens == 1.0
+            else loss_scale_lib.StaticLossScale(self.sens)
+        )
+        self._build(network, optimizer, loss, loss_scale, variables, rng)
+
+    def _build(self, network, optimizer, loss, loss_scale, variables, rng):
         self.freeze = isinstance(optimizer, FreezeOpt)
+        self.accumulation = isinstance(optimizer, GradientAccumulation)
+        objective = objectives.make_objective(model=network, loss=loss)
         if self.freeze:
-            self.train_step = _freezing_train_step(network, optimizer, loss)
+            tx, freezing = optimizer.optimizers[0], optimizer.freezing
         else:
-            self.train_step = train_step_lib.TrainStep(
-                objectives.make_objective(model=network, loss=loss),
-                optimizer,
+            freezing = None
+            tx = (
+                optimizer.gradient_transformation()
+                if self.accumulation
+                else optimizer
             )
+        self.train_step = train_step_lib.TrainStep(
+            objective, tx, freezing=freezing, loss_scale=loss_scale
+        )
         self.state = self.train_step.init(variables, rng=rng)
 
     def __call__(self, *inputs) -> jax.Array:
@@ -714,6 +807,96 @@ class BoostTrainOneStepCell:
         raise NotImplementedError("AdaSum is not implemented in boostax yet.")
 
     def gradient_accumulation_process(self, loss, grads, sens, *inputs):
-        raise NotImplementedError(
-            "Gradient accumulation is not implemented in boostax yet."
+        """One micro-step of accumulation with given gradients.
+
+        MindSpore's semantics: the gradients (of a loss scaled by `sens`)
+        are divided by `sens` and averaged in the accumulator; every
+        `max_accumulation_step`-th call the optimizer runs on the mean.
+        Returns `loss`.
+        """
+        del inputs
+        if not self.accumulation:
+            raise ValueError(
+                "gradient_accumulation_process needs a GradientAccumulation "
+                "optimizer."
+            )
+        state = self.state
+        grads = jax.tree.map(lambda g: g / sens, grads)
+        updates, opt_state = self.train_step.optimizer.update(
+            grads, state.opt_state, state.params
         )
+        self.state = state.replace(
+            params=optax.apply_updates(state.params, updates),
+            opt_state=opt_state,
+        )
+        return loss
+
+
+class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
+    """MindSpore's ``BoostTrainOneStepWithLossScaleCell``.
+
+    Each call runs one step and returns ``(loss, overflow, loss_scale)``;
+    an overflowing step is skipped (params and optimizer state unchanged)
+    and the scale updated by the rule.
+
+    Args:
+      network, optimizer: as `BoostTrainOneStepCell`.
+      scale_sense: a fixed scale (a number or an array of shape ``()`` or
+        ``(1,)``), or an update rule: a `DynamicLossScale`, a
+        `GroupLossScale` or a `GroupLossScaleManager`.
+      loss, variables, rng: as `BoostTrainOneStepCell`.
+    """
+
+    def __init__(
+        self,
+        network: Any,
+        optimizer: Any,
+        scale_sense: Any,
+        *,
+        loss: Callable[..., Any],
+        variables: Any = None,
+        rng: jax.Array | None = None,
+    ):
+        self.sens = None
+        self._build(
+            network,
+            optimizer,
+            loss,
+            self._rule(scale_sense),
+            variables,
+            rng,
+        )
+
+    @staticmethod
+    def _rule(scale_sense):
+        if isinstance(scale_sense, GroupLossScaleManager):
+            return scale_sense.loss_scale_rule()
+        if isinstance(
+            scale_sense,
+            (loss_scale_lib.StaticLossScale, loss_scale_lib.GroupLossScale),
+        ):
+            return scale_sense
+        if isinstance(scale_sense, (int, float)) and not isinstance(
+            scale_sense, bool
+        ):
+            return loss_scale_lib.StaticLossScale(float(scale_sense))
+        if isinstance(scale_sense, (np.ndarray, np.generic, jax.Array)):
+            shape = tuple(np.shape(scale_sense))
+            if shape not in ((), (1,)):
+                raise ValueError(
+                    f"`scale_sense` must have shape () or (1,), got {shape}."
+                )
+            return loss_scale_lib.StaticLossScale(
+                float(np.reshape(np.asarray(scale_sense), ()))
+            )
+        raise TypeError(
+            "`scale_sense` must be a fixed scale (a number or an array of "
+            "shape () or (1,)) or an update rule (DynamicLossScale, "
+            "GroupLossScale, GroupLossScaleManager), got "
+            f"{type(scale_sense).__name__}."
+        )
+
+    def __call__(self, *inputs):
+        """One step: returns ``(loss, overflow, loss_scale)``."""
+        self.state, metrics = self.train_step(self.state, inputs)
+        return metrics["loss"], metrics["overflow"], metrics["loss_scale"]

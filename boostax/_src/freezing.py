@@ -411,11 +411,15 @@ class Freezing:
         depths (a frozen leaf's slots are left untouched); else one
         optimizer per group, each with its own state (MindSpore's
         ``FreezeOpt``).
+      micro_steps: train steps per sequence entry: with gradient
+        accumulation over k micro-steps, all k micro-steps of an update
+        train the same depth, so every accumulated gradient is complete.
     """
 
     groups: tuple[tuple[Path, ...], ...]
     sequence: np.ndarray
     group_optimizers: tuple[optax.GradientTransformation, ...] | None = None
+    micro_steps: int = 1
 
     def __post_init__(self):
         if not self.groups:
@@ -437,8 +441,9 @@ class Freezing:
         object.__setattr__(self, "sequence", sequence.astype(np.int32))
 
     def depth(self, position: int) -> int:
-        """The depth of the step at `position` (the sequence wraps around)."""
-        return int(self.sequence[position % len(self.sequence)])
+        """The depth of train step `position` (the sequence wraps around)."""
+        index = position // self.micro_steps
+        return int(self.sequence[index % len(self.sequence)])
 
     def canonical_depth(self, depth: int) -> int:
         """The first depth with the same compiled step.
@@ -544,6 +549,7 @@ def freezing_factory(
     total_steps: int,
     seed: int = 0,
     groups: Sequence[Sequence[Path]] | None = None,
+    micro_steps: int = 1,
 ) -> Callable[[Any], Freezing]:
     """A function building the `Freezing` plan of a parameter tree.
 
@@ -556,6 +562,7 @@ def freezing_factory(
       groups: groups cut on the model (`split_parameters_groups`), applied
         to the trained parameters with `restrict_groups`; ``None`` cuts the
         parameters in a natural sort of their paths.
+      micro_steps: train steps per sequence entry (gradient accumulation).
     """
     sequence = generate_freeze_index_sequence(
         groups_number, strategy, freeze_p, total_steps, seed=seed
@@ -566,6 +573,6 @@ def freezing_factory(
             cut = chunk_groups(ordered_leaves(params), groups_number)
         else:
             cut = restrict_groups(groups, params)
-        return Freezing(cut, sequence)
+        return Freezing(cut, sequence, micro_steps=micro_steps)
 
     return make

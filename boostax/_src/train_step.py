@@ -16,6 +16,7 @@ exactly as the uninterrupted run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import weakref
 from collections.abc import Callable
@@ -27,6 +28,7 @@ import jax.numpy as jnp
 import optax
 
 from boostax._src import freezing as freezing_lib
+from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 
 PyTree = Any
@@ -118,12 +120,15 @@ class TrainStep:
         freezing: Callable[[PyTree], freezing_lib.Freezing]
         | freezing_lib.Freezing
         | None = None,
+        loss_scale: loss_scale_lib.LossScale | None = None,
         donate_state: bool = False,
     ):
         check_optimizer(optimizer)
+        loss_scale_lib.check_loss_scale(loss_scale)
         self.objective = objective
         self.optimizer = optimizer
         self.config = config
+        self.loss_scale = loss_scale
         self.trace_count = 0
         self._freezing_for = freezing
         self.freezing = (
@@ -150,6 +155,10 @@ class TrainStep:
         """
         params, model_state = self.objective.split(variables)
         algorithms = AlgorithmStates()
+        if self.loss_scale is not None:
+            if isinstance(self.loss_scale, loss_scale_lib.GroupLossScale):
+                self.loss_scale.labels(params)  # validate the groups now
+            algorithms = algorithms._replace(loss_scale=self.loss_scale.init())
         if self._freezing_for is not None:
             if self.freezing is None:
                 self.freezing = self._freezing_for(params)
@@ -168,41 +177,66 @@ class TrainStep:
             algorithms=algorithms,
         )
 
+    def _split(self, params, depth):
+        """``(mask, trainable, frozen)`` of freeze `depth` (None: no mask)."""
+        if depth is None or self.freezing.trains_everything(depth, params):
+            return None, params, None
+        mask = self.freezing.mask(params, depth)
+        trainable = freezing_lib.mask_tree(params, mask)
+        # Frozen leaves are constants: nothing differentiates them.
+        frozen = jax.lax.stop_gradient(
+            freezing_lib.mask_tree(params, jax.tree.map(lambda m: not m, mask))
+        )
+        return mask, trainable, frozen
+
     def _train_step(self, state: TrainState, batch, *, depth=None):
         self.trace_count += 1
         rng = jax.random.fold_in(state.rng, state.step)
-        if depth is None or self.freezing.trains_everything(
-            depth, state.params
-        ):
-            mask, trainable, frozen = None, state.params, None
-        else:
-            mask = self.freezing.mask(state.params, depth)
-            trainable = freezing_lib.mask_tree(state.params, mask)
-            # Frozen leaves are constants: nothing differentiates them.
-            frozen = jax.lax.stop_gradient(
-                freezing_lib.mask_tree(
-                    state.params, jax.tree.map(lambda m: not m, mask)
-                )
-            )
+        mask, trainable, frozen = self._split(state.params, depth)
+        scaler, scale_state = self.loss_scale, state.algorithms.loss_scale
 
         def loss_fn(params):
             if frozen is not None:
                 params = freezing_lib.merge_trees(params, frozen)
-            return self.objective.loss_fn(params, state.model_state, batch, rng)
+            with scaler.context(scale_state) if scaler else _no_context():
+                value, (model_state, metrics) = self.objective.loss_fn(
+                    params, state.model_state, batch, rng
+                )
+            scaled = (
+                value if scaler is None else scaler.scale(value, scale_state)
+            )
+            return scaled, (value, model_state, metrics)
 
-        (loss, (model_state, metrics)), grads = jax.value_and_grad(
+        (_, (loss, model_state, metrics)), grads = jax.value_and_grad(
             loss_fn, has_aux=True
         )(trainable)
+        algorithms = state.algorithms
+        finite = None
+        if scaler is not None:
+            grads = scaler.unscale(grads, scale_state, state.params)
+            new_scale, finite = scaler.adjust(scale_state, grads, state.params)
+            algorithms = algorithms._replace(loss_scale=new_scale)
+            metrics = {
+                **metrics,
+                "overflow": ~finite,
+                "loss_scale": scale_state.loss_scale,
+            }
         # Line searches (optax.lbfgs, ...) re-evaluate the loss at trial
         # params on the same batch; unused, this closure costs nothing.
-        extra = dict(value=loss, grad=grads, value_fn=lambda p: loss_fn(p)[0])
-        algorithms = state.algorithms
-        if mask is None:
-            updates, opt_state = _update(
-                self.optimizer, grads, state.opt_state, trainable, extra
-            )
-            params = optax.apply_updates(state.params, updates)
-        else:
+        extra = dict(
+            value=loss, grad=grads, value_fn=lambda p: loss_fn(p)[1][0]
+        )
+
+        def apply(_):
+            if mask is None:
+                updates, opt_state = _update(
+                    self.optimizer, grads, state.opt_state, trainable, extra
+                )
+                return (
+                    optax.apply_updates(state.params, updates),
+                    opt_state,
+                    model_state,
+                )
             updates, opt_state = self.freezing.update(
                 self.optimizer,
                 depth,
@@ -214,6 +248,19 @@ class TrainStep:
             )
             params = freezing_lib.merge_trees(
                 optax.apply_updates(trainable, updates), state.params
+            )
+            return params, opt_state, model_state
+
+        if finite is None:
+            params, opt_state, model_state = apply(None)
+        else:
+            # An overflowing step leaves params, optimizer state and model
+            # state exactly as they were; only the optimizer sits in the cond.
+            params, opt_state, model_state = jax.lax.cond(
+                finite,
+                apply,
+                lambda _: (state.params, state.opt_state, state.model_state),
+                None,
             )
         if depth is not None:
             algorithms = algorithms._replace(
@@ -314,6 +361,11 @@ class TrainStep:
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""
         return self.objective.merge(state.params, state.model_state)
+
+
+@contextlib.contextmanager
+def _no_context():
+    yield
 
 
 def _update(optimizer, grads, opt_state, params, extra):

@@ -1,0 +1,165 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Gradient accumulation that runs the inner optimizer once per k steps.
+
+``optax.MultiSteps`` computes the inner optimizer's update on every
+micro-step and discards it with ``jnp.where`` unless the step emits: an
+expensive inner optimizer (Muon, Shampoo) costs k times its price per
+effective step. Here the inner update sits under ``lax.cond`` and runs only
+on the k-th micro-step, so its schedules also count real updates.
+
+References:
+  MindSpore ``mindspore.boost.GradientAccumulation``;
+  ``optax.MultiSteps``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+Schedule = Callable[[jax.Array], jax.Array]
+
+
+class GradientAccumulationState(NamedTuple):
+    """State of `gradient_accumulation`.
+
+    Attributes:
+      mini_step: micro-steps accumulated since the last update, ``int32``.
+      gradient_step: updates of the inner optimizer so far, ``int32``.
+      inner_state: the inner optimizer's state.
+      acc_grads: running mean of the micro-gradients (accumulator dtype).
+    """
+
+    mini_step: jax.Array
+    gradient_step: jax.Array
+    inner_state: optax.OptState
+    acc_grads: optax.Updates
+
+
+def _check_every_k(every_k_schedule) -> Schedule:
+    if callable(every_k_schedule):
+        return every_k_schedule
+    if (
+        isinstance(every_k_schedule, bool)
+        or not isinstance(every_k_schedule, int)
+        or every_k_schedule < 1
+    ):
+        raise ValueError(
+            "`every_k_schedule` must be an int >= 1 or a schedule "
+            f"(step -> int), got {every_k_schedule!r}."
+        )
+    return lambda step: every_k_schedule
+
+
+def accumulate(updates, state: GradientAccumulationState):
+    """The running mean with this micro-gradient (Welford, like MultiSteps)."""
+    n = state.mini_step + 1
+    return jax.tree.map(
+        lambda g, acc: acc + (g.astype(acc.dtype) - acc) / n.astype(acc.dtype),
+        updates,
+        state.acc_grads,
+    )
+
+
+def gradient_accumulation(
+    inner: optax.GradientTransformation,
+    every_k_schedule: int | Schedule,
+    *,
+    accumulator_dtype: Any = jnp.float32,
+) -> optax.GradientTransformationExtraArgs:
+    """Averages k micro-gradients, then runs `inner` once on their mean.
+
+    .. math::
+
+      \\bar g_m = \\bar g_{m-1} + (g_m - \\bar g_{m-1}) / m, \\qquad
+      u = \\begin{cases} \\text{inner}(\\bar g_k) & m = k \\\\
+      0 & m < k \\end{cases}
+
+    The inner update is under ``lax.cond``: it runs on the k-th micro-step
+    only (``optax.MultiSteps`` runs it on every micro-step), and the only
+    parameter-sized buffer added is the accumulator. Numerically the same as
+    ``optax.MultiSteps(inner, k)``.
+
+    Args:
+      inner: the optimizer applied to the accumulated gradient.
+      every_k_schedule: micro-steps per update: an int, or a function of the
+        number of updates so far returning one.
+      accumulator_dtype: dtype of the accumulator (float32 by default, so
+        low-precision gradients accumulate without loss).
+
+    Returns:
+      An ``optax.GradientTransformationExtraArgs``; extra arguments go to
+      `inner` on the update step.
+
+    Example:
+      >>> import jax.numpy as jnp, optax, boostax
+      >>> tx = boostax.gradient_accumulation(optax.sgd(1.0), 2)
+      >>> params = jnp.zeros(2)
+      >>> state = tx.init(params)
+      >>> u1, state = tx.update(jnp.array([1.0, 1.0]), state, params)
+      >>> u2, state = tx.update(jnp.array([3.0, 3.0]), state, params)
+      >>> u1, u2
+      (Array([0., 0.], dtype=float32), Array([-2., -2.], dtype=float32))
+
+    References:
+      MindSpore ``mindspore.boost.GradientAccumulation``.
+    """
+    every_k = _check_every_k(every_k_schedule)
+    inner = optax.with_extra_args_support(inner)
+    accumulator_dtype = jnp.dtype(accumulator_dtype)
+
+    def init_fn(params):
+        return GradientAccumulationState(
+            mini_step=jnp.zeros([], jnp.int32),
+            gradient_step=jnp.zeros([], jnp.int32),
+            inner_state=inner.init(params),
+            acc_grads=jax.tree.map(
+                lambda p: jnp.zeros(jnp.shape(p), accumulator_dtype), params
+            ),
+        )
+
+    def update_fn(updates, state, params=None, **extra_args):
+        acc_grads = accumulate(updates, state)
+        emit = state.mini_step + 1 >= every_k(state.gradient_step)
+
+        def inner_update():
+            return inner.update(
+                optax.tree.cast_like(acc_grads, updates),
+                state.inner_state,
+                params,
+                **extra_args,
+            )
+
+        def hold():
+            shapes, _ = jax.eval_shape(inner_update)
+            return optax.tree.zeros_like(shapes), state.inner_state
+
+        # Only the inner optimizer is under the cond; the accumulator is
+        # reset with a select, so XLA writes it in place.
+        new_updates, inner_state = jax.lax.cond(emit, inner_update, hold)
+        return new_updates, GradientAccumulationState(
+            mini_step=jnp.where(
+                emit, 0, optax.safe_increment(state.mini_step)
+            ).astype(jnp.int32),
+            gradient_step=jnp.where(
+                emit,
+                optax.safe_increment(state.gradient_step),
+                state.gradient_step,
+            ).astype(jnp.int32),
+            inner_state=inner_state,
+            acc_grads=jax.tree.map(
+                lambda a: jnp.where(emit, jnp.zeros_like(a), a), acc_grads
+            ),
+        )
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def has_updated(state: GradientAccumulationState) -> jax.Array:
+    """Whether the last `update` ran the inner optimizer."""
+    return jnp.logical_and(state.mini_step == 0, state.gradient_step > 0)
