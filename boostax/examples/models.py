@@ -17,6 +17,8 @@ import jax.numpy as jnp
 from flax import linen as nn
 from flax import nnx
 
+import boostax
+
 BN_MOMENTUM = 0.9
 
 
@@ -45,6 +47,10 @@ class BasicBlock(nn.Module):
 class ResNet(nn.Module):
     """A small ResNet for 8x8 digits (NHWC inputs).
 
+    It carries two loss-scale groups for per-group loss scaling
+    (`boostax.enhanced_amp` boundaries, identities otherwise): group 1 is
+    the stem and the first stage, group 2 the rest (`loss_scale_groups`).
+
     Attributes:
       stage_sizes: basic blocks per stage; stages after the first halve the
         resolution.
@@ -58,17 +64,31 @@ class ResNet(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool = True):
+        x = boostax.enhanced_amp(x, 0, 1)
         x = nn.Conv(self.widths[0], (3, 3), use_bias=False)(x)
         x = nn.BatchNorm(use_running_average=not train, momentum=BN_MOMENTUM)(x)
         x = nn.relu(x)
         for stage, (blocks, width) in enumerate(
             zip(self.stage_sizes, self.widths, strict=True)
         ):
+            if stage == 1:
+                x = boostax.enhanced_amp(x, 1, 2)
             for block in range(blocks):
                 strides = 2 if stage > 0 and block == 0 else 1
                 x = BasicBlock(width, strides)(x, train)
         x = jnp.mean(x, axis=(1, 2))
-        return nn.Dense(self.num_classes)(x)
+        return boostax.enhanced_amp(nn.Dense(self.num_classes)(x), 2, 3)
+
+    def loss_scale_groups(self, params) -> list[list[str]]:
+        """The two loss-scale groups of `params`, as parameter paths."""
+        first = {"Conv_0", "BatchNorm_0"} | {
+            f"BasicBlock_{i}" for i in range(self.stage_sizes[0])
+        }
+        groups: list[list[str]] = [[], []]
+        for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
+            names = [k.key for k in path]
+            groups[names[0] not in first].append("/".join(names))
+        return groups
 
 
 class MLP(nn.Module):
