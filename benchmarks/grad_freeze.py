@@ -203,6 +203,7 @@ def main(argv=None) -> dict:
                 model, optimizer, p, args.total_steps, args.groups, batch[0][:1]
             )
             for name, p in FREEZE_P.items()
+            if not args.quick or name == "default_p0.7"
         }
         cost = measure_depths(model, optimizer, steps, variables, batch, args)
         accuracy = measure_accuracy(model, optimizer, steps, digits, args)
