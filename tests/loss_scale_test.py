@@ -299,6 +299,118 @@ class GroupLossScaleTest(parameterized.TestCase):
                 boostax.enhanced_amp(jnp.ones(2), 0, 5)
 
 
+def fp16_loss(params, batch):
+    """Features ~1e-3 into a layer whose activations are ~1e4 (float16).
+
+    The late kernel's gradient is ~2e4, so one global scale cannot exceed
+    ~2 without overflowing it, and the early kernel's gradient (~1e-10 in
+    float32) then rounds to zero in float16. Per-group scales let the early
+    group use ~2**20.
+    """
+    x, y = batch
+    p = jax.tree.map(lambda t: t.astype(jnp.float16), params)
+    x = boostax.enhanced_amp(x.astype(jnp.float16), 0, 1)
+    h = jax.nn.relu(x @ p["early"]["kernel"] + p["early"]["bias"])
+    h = boostax.enhanced_amp(h, 1, 2)
+    out = h @ p["late"]["kernel"] + p["late"]["bias"]
+    out = boostax.enhanced_amp(out, 2, 3)
+    return jnp.mean((out.astype(jnp.float32) - y) ** 2)
+
+
+def _fp16_problem():
+    rng = np.random.default_rng(0)
+    params = {
+        "early": {
+            "kernel": jnp.asarray(rng.normal(size=(4, 8)), jnp.float32),
+            "bias": jnp.full((1, 8), 1e4, jnp.float32),
+        },
+        "late": {
+            "kernel": jnp.asarray(1e-6 * rng.normal(size=(8, 1)), jnp.float32),
+            "bias": jnp.zeros((1, 1), jnp.float32),
+        },
+    }
+    x = 1e-3 * rng.uniform(0.5, 1.5, size=(8, 4))
+    return params, (jnp.asarray(x, jnp.float32), jnp.ones((8, 1), jnp.float32))
+
+
+def _fp16_groups():
+    return boostax.GroupLossScale(
+        [2.0**20, 1.0],
+        {"early": {"kernel": 0, "bias": 0}, "late": {"kernel": 1, "bias": 1}},
+    )
+
+
+class Float16UnderflowTest(parameterized.TestCase):
+    def test_group_scales_recover_the_early_gradients(self):
+        params, batch = _fp16_problem()
+        x, y = (np.asarray(t, np.float64) for t in batch)
+        w1 = np.asarray(params["early"]["kernel"], np.float64)
+        w2 = np.asarray(params["late"]["kernel"], np.float64)
+        h = x @ w1 + 1e4
+        d_out = 2 * (h @ w2 - y) / y.size
+        expected = x.T @ (d_out @ w2.T)  # float64 early-kernel gradient
+        rule = _fp16_groups()
+        state = rule.init()
+
+        def scaled_grads(p):
+            with rule.context(state):
+                return jax.grad(
+                    lambda q: rule.scale(fp16_loss(q, batch), state)
+                )(p)
+
+        grads = rule.unscale(jax.jit(scaled_grads)(params), state, params)
+        early = np.asarray(grads["early"]["kernel"], np.float64)
+        self.assertLess(np.abs(expected).max(), 1e-8)
+        np.testing.assert_allclose(
+            early, expected, atol=0.15 * np.abs(expected).max()
+        )
+
+    def test_global_scale_underflows_where_group_scales_train(self):
+        params, batch = _fp16_problem()
+        rules = {
+            "global": boostax.DynamicLossScale(
+                loss_scale_value=2.0**16, scale_window=1000
+            ),
+            "group": _fp16_groups(),
+        }
+        results = {}
+        for name, rule in rules.items():
+            ts = boostax.TrainStep(
+                boostax.make_objective(loss_fn=fp16_loss),
+                optax.adam(1e-6),
+                loss_scale=rule,
+            )
+            state, overflows, losses = ts.init(params), 0, []
+            for _ in range(60):
+                state, metrics = ts(state, batch)
+                overflows += int(metrics["overflow"])
+                losses.append(float(metrics["loss"]))
+            results[name] = (state.params, overflows, losses)
+
+        global_params, global_overflows, _ = results["global"]
+        # The global scale backs off to ~2 (the late kernel's limit) ...
+        self.assertGreater(global_overflows, 10)
+        # ... where the early kernel's float16 gradient is exactly zero:
+        # Adam never moves it, while the late kernel trains.
+        _utils.assert_trees_equal(
+            global_params["early"]["kernel"], params["early"]["kernel"]
+        )
+        self.assertFalse(
+            np.array_equal(
+                global_params["late"]["kernel"], params["late"]["kernel"]
+            )
+        )
+        group_params, group_overflows, group_losses = results["group"]
+        self.assertEqual(group_overflows, 0)
+        self.assertGreater(
+            np.abs(
+                group_params["early"]["kernel"] - params["early"]["kernel"]
+            ).min(),
+            0.0,
+        )
+        self.assertLess(group_losses[-1], 0.01 * group_losses[0])
+
+
 class SeedApiTest(parameterized.TestCase):
     def test_group_loss_scale_manager(self):
         manager = boostax.GroupLossScaleManager(8.0, [["a"], ["b"]])

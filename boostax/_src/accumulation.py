@@ -124,12 +124,14 @@ def gradient_accumulation(
         )
 
     def update_fn(updates, state, params=None, **extra_args):
-        acc_grads = accumulate(updates, state)
         emit = state.mini_step + 1 >= every_k(state.gradient_step)
 
         def inner_update():
+            # The mean is recomputed here rather than passed in: an operand
+            # of the cond computed outside it would be a parameter-sized
+            # temporary; here it fuses into the inner optimizer's first op.
             return inner.update(
-                optax.tree.cast_like(acc_grads, updates),
+                optax.tree.cast_like(accumulate(updates, state), updates),
                 state.inner_state,
                 params,
                 **extra_args,
@@ -153,7 +155,8 @@ def gradient_accumulation(
             ).astype(jnp.int32),
             inner_state=inner_state,
             acc_grads=jax.tree.map(
-                lambda a: jnp.where(emit, jnp.zeros_like(a), a), acc_grads
+                lambda a: jnp.where(emit, jnp.zeros_like(a), a),
+                accumulate(updates, state),
             ),
         )
 
