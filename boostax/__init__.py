@@ -9,6 +9,14 @@ from boostax._src.accumulation import (
     gradient_accumulation as gradient_accumulation,
 )
 from boostax._src.accumulation import has_updated as has_updated
+from boostax._src.adasum import AdaSumState as AdaSumState
+from boostax._src.adasum import adasum as adasum
+from boostax._src.adasum import adasum_gradients as adasum_gradients
+from boostax._src.adasum import adasum_pair as adasum_pair
+from boostax._src.adasum import adasum_reduce as adasum_reduce
+from boostax._src.adasum import (
+    hierarchical_adasum_reduce as hierarchical_adasum_reduce,
+)
 from boostax._src.auto_boost import (
     AlgorithmNotImplementedError as AlgorithmNotImplementedError,
 )
@@ -22,11 +30,13 @@ from boostax._src.centralization import (
 from boostax._src.centralization import (
     with_gradient_centralization as with_gradient_centralization,
 )
+from boostax._src.compat import AdaSum as AdaSum
 from boostax._src.compat import AutoBoost as AutoBoost
 from boostax._src.compat import BoostTrainOneStepCell as BoostTrainOneStepCell
 from boostax._src.compat import (
     BoostTrainOneStepWithLossScaleCell as BoostTrainOneStepWithLossScaleCell,
 )
+from boostax._src.compat import DimReduce as DimReduce
 from boostax._src.compat import FreezeCells as FreezeCells
 from boostax._src.compat import FreezeOpt as FreezeOpt
 from boostax._src.compat import GradientAccumulation as GradientAccumulation
@@ -49,6 +59,10 @@ from boostax._src.config import (
 from boostax._src.config import GradFreezeSection as GradFreezeSection
 from boostax._src.config import LessBNSection as LessBNSection
 from boostax._src.config import boost_config as boost_config
+from boostax._src.data_parallel import DataParallel as DataParallel
+from boostax._src.data_parallel import node_mesh as node_mesh
+from boostax._src.dim_reduce import DimReduceState as DimReduceState
+from boostax._src.dim_reduce import dim_reduce as dim_reduce
 from boostax._src.freezing import FreezeState as FreezeState
 from boostax._src.freezing import Freezing as Freezing
 from boostax._src.freezing import (
@@ -81,11 +95,27 @@ from boostax._src.train_step import AlgorithmStates as AlgorithmStates
 from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
 from boostax._src.train_step import make_train_step as make_train_step
+from boostax._src.trajectory import (
+    PCAMatrixTimeoutError as PCAMatrixTimeoutError,
+)
+from boostax._src.trajectory import Trajectory as Trajectory
+from boostax._src.trajectory import (
+    explained_variance_ratio as explained_variance_ratio,
+)
+from boostax._src.trajectory import flatten_params as flatten_params
+from boostax._src.trajectory import load_pca_matrix as load_pca_matrix
+from boostax._src.trajectory import load_trajectory as load_trajectory
+from boostax._src.trajectory import pca_components as pca_components
+from boostax._src.trajectory import pca_matrix as pca_matrix
+from boostax._src.trajectory import save_pca_matrix as save_pca_matrix
+from boostax._src.trajectory import save_snapshot as save_snapshot
 
 __version__ = "0.1.0.dev0"
 
 __all__ = (
     "ALGORITHMS",
+    "AdaSum",
+    "AdaSumState",
     "AlgorithmNotImplementedError",
     "AlgorithmStates",
     "AutoBoost",
@@ -94,7 +124,10 @@ __all__ = (
     "BoostTrainOneStepCell",
     "BoostTrainOneStepWithLossScaleCell",
     "CommonSection",
+    "DataParallel",
+    "DimReduce",
     "DimReduceSection",
+    "DimReduceState",
     "DynamicLossScale",
     "FNHead",
     "FreezeCells",
@@ -122,26 +155,43 @@ __all__ = (
     "NNXObjective",
     "Objective",
     "OptimizerProcess",
+    "PCAMatrixTimeoutError",
     "ParameterProcess",
     "RemovedBatchNorm",
     "StaticLossScale",
     "TrainState",
     "TrainStep",
+    "Trajectory",
+    "adasum",
+    "adasum_gradients",
+    "adasum_pair",
+    "adasum_reduce",
     "all_finite",
     "auto_boost",
     "boost_config",
     "centralize_gradients",
+    "dim_reduce",
     "enhanced_amp",
+    "explained_variance_ratio",
+    "flatten_params",
     "freeze_cell",
     "full_normalization",
     "generate_freeze_index_sequence",
     "gradient_accumulation",
     "gradient_centralization_mask",
     "has_updated",
+    "hierarchical_adasum_reduce",
     "less_bn",
     "less_bn_report",
+    "load_pca_matrix",
+    "load_trajectory",
     "make_objective",
     "make_train_step",
+    "node_mesh",
+    "pca_components",
+    "pca_matrix",
+    "save_pca_matrix",
+    "save_snapshot",
     "split_parameters_groups",
     "with_gradient_centralization",
 )

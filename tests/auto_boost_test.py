@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax._src.auto_boost` and the `AutoBoost` compat class."""
 
+from unittest import mock
+
 import jax
 import numpy as np
 import optax
@@ -9,12 +11,11 @@ from absl.testing import absltest, parameterized
 from flax import nnx
 
 import boostax
+from boostax._src import auto_boost as auto_boost_lib
 from boostax.examples import models
 from tests import _utils
 
 OPTIMIZER = optax.sgd(0.1)
-BUILT = ("less_bn", "grad_freeze", "grad_accumulation", "loss_scale_group")
-NOT_BUILT = tuple(name for name in boostax.ALGORITHMS if name not in BUILT)
 
 
 def _mlp_auto_boost(level="O0", config=None):
@@ -73,37 +74,37 @@ class AutoBoostO0Test(parameterized.TestCase):
         self.assertTrue(np.isfinite(metrics["loss"]))
 
 
-class NotImplementedTest(parameterized.TestCase):
-    """A switch whose algorithm is missing raises; nothing is silently off."""
+class RefusalTest(parameterized.TestCase):
+    """Nothing is silently off: a missing algorithm or an impossible
+    combination raises at build time."""
 
-    @parameterized.parameters(
-        ("O2", ("adasum",)),
-    )
-    def test_levels(self, level, missing):
-        with self.assertRaises(boostax.AlgorithmNotImplementedError) as cm:
-            _mlp_auto_boost(level)
-        self.assertIsInstance(cm.exception, NotImplementedError)
-        self.assertEqual(cm.exception.algorithms, missing)
-        for name in missing:
-            self.assertIn(f"`{name}`", str(cm.exception))
-        self.assertIn(f"Level {level!r} in mode 'auto'", str(cm.exception))
+    def test_a_missing_algorithm_raises(self):
+        config = {"boost": {"mode": "manual", "dim_reduce": True}}
+        missing = {"dim_reduce": "DimReduce (for this test)"}
+        with mock.patch.dict(auto_boost_lib.NOT_IMPLEMENTED, missing):
+            with self.assertRaises(boostax.AlgorithmNotImplementedError) as cm:
+                _mlp_auto_boost("O0", config)
+            self.assertEqual(cm.exception.algorithms, ("dim_reduce",))
+            self.assertIn("`dim_reduce`: DimReduce", str(cm.exception))
+            self.assertIn("Use level 'O0'", str(cm.exception))
+            with self.assertRaisesRegex(NotImplementedError, "`dim_reduce`"):
+                boostax.AutoBoost("O0", config).network_auto_process_train(
+                    models.MLP(), OPTIMIZER
+                )
 
-    @parameterized.parameters(*NOT_BUILT)
-    def test_each_switch_in_manual_mode(self, name):
-        config = {"boost": {"mode": "manual", name: True}}
+    @parameterized.parameters(("grad_freeze",), ("adasum",))
+    def test_incompatible_with_dim_reduce(self, other):
+        config = {"boost": {"mode": "manual", "dim_reduce": True, other: True}}
         with self.assertRaisesRegex(
-            NotImplementedError, f"`{name}`: .*Use level 'O0'"
+            ValueError,
+            f"`dim_reduce` and `{other}` cannot be on together: .*"
+            f"{{'{other}': False}}",
         ):
             _mlp_auto_boost("O0", config)
-        with self.assertRaisesRegex(NotImplementedError, f"`{name}`"):
-            boostax.AutoBoost("O0", config).network_auto_process_train(
-                models.MLP(), OPTIMIZER
-            )
 
     def test_enable_all(self):
-        with self.assertRaises(boostax.AlgorithmNotImplementedError) as cm:
+        with self.assertRaisesRegex(ValueError, "cannot be on together"):
             _mlp_auto_boost("O0", {"boost": {"mode": "enable_all"}})
-        self.assertEqual(cm.exception.algorithms, NOT_BUILT)
 
     def test_config_errors_come_first(self):
         with self.assertRaisesRegex(ValueError, "`level` must be one of"):
@@ -155,6 +156,35 @@ class AutoBoostClassTest(parameterized.TestCase):
             booster.network_auto_process_train(models.MLP(), "sgd")
         with self.assertRaisesRegex(TypeError, "`network` must be a Flax"):
             booster.network_auto_process_eval(None)
+
+    def test_step_options_warn_and_accumulation_wraps(self):
+        booster = boostax.AutoBoost(
+            "O0", {"boost": {"mode": "manual", "adasum": True}}
+        )
+        with self.assertWarnsRegex(UserWarning, "adasum: applied by the"):
+            _, optimizer = booster.network_auto_process_train(
+                models.MLP(), OPTIMIZER
+            )
+        self.assertIs(optimizer, OPTIMIZER)
+        booster = boostax.AutoBoost(
+            "O0",
+            {
+                "boost": {"mode": "manual", "grad_accumulation": True},
+                "grad_accumulation": {"grad_accumulation_step": 3},
+            },
+        )
+        _, optimizer = booster.network_auto_process_train(
+            models.MLP(), OPTIMIZER
+        )
+        self.assertIsInstance(
+            optimizer.init(np.zeros(2)), boostax.GradientAccumulationState
+        )
+        booster = boostax.AutoBoost(
+            "O0",
+            {"boost": {"mode": "manual", "dim_reduce": True, "adasum": True}},
+        )
+        with self.assertRaisesRegex(ValueError, "cannot be on together"):
+            booster.network_auto_process_train(models.MLP(), OPTIMIZER)
 
     def test_train_step(self):
         booster = boostax.AutoBoost("O0")

@@ -11,7 +11,7 @@ from flax import nnx
 
 import boostax
 from boostax.examples import models
-from tests import _models
+from tests import _models, _utils
 
 X = np.zeros((2, 8, 8, 1), np.float32)
 
@@ -202,6 +202,27 @@ class LessBNTest(absltest.TestCase):
         np.testing.assert_allclose(
             updates["head"]["kernel"].get_value(), -0.1, rtol=1e-6
         )
+
+    def test_o1_freezing_groups_are_cut_before_less_bn(self):
+        # On the reduced example ResNet there are only 8 chunks for the 10
+        # default groups (no freezing, with a warning); cut on the network
+        # as given, as MindSpore does, every group differs.
+        digits = _utils.digits()
+        x, y = digits.x_train[:16], digits.y_train[:16]
+        network, optimizer = boostax.AutoBoost("O1").network_auto_process_train(
+            models.ResNet(), optax.sgd(0.05), sample_inputs=x[:1]
+        )
+        self.assertIsInstance(optimizer, boostax.FreezeOpt)
+        cell = boostax.BoostTrainOneStepCell(
+            network,
+            optimizer,
+            loss=models.cross_entropy,
+            variables=network.init(jax.random.PRNGKey(0), x[:1], train=False),
+        )
+        self.assertTrue(np.isfinite(cell(x, y)))
+        groups = cell.train_step.freezing.groups
+        self.assertLen(groups, 10)
+        self.assertLen({len(g) for g in groups}, 10)
 
 
 if __name__ == "__main__":

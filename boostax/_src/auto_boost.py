@@ -6,25 +6,41 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import optax
+from jax.sharding import Mesh
 
 from boostax._src import accumulation as accumulation_lib
+from boostax._src import adasum as adasum_lib
 from boostax._src import centralization
 from boostax._src import config as config_lib
+from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
+from boostax._src import trajectory as trajectory_lib
 
 # Algorithms whose implementation has not landed yet. `auto_boost` refuses a
 # configuration that switches one on instead of silently training without it.
-NOT_IMPLEMENTED: Mapping[str, str] = {
-    "adasum": "AdaSum (adaptive summation over devices)",
-    "dim_reduce": "DimReduce (quasi-Newton training in a PCA subspace)",
+NOT_IMPLEMENTED: Mapping[str, str] = {}
+
+# Pairs that cannot train together, and why. MindSpore silently switches the
+# others off when dim_reduce is on; boostax says so and stops.
+INCOMPATIBLE: Mapping[tuple[str, str], str] = {
+    ("dim_reduce", "grad_freeze"): (
+        "DimReduce steps in a subspace spanned by all the trainable "
+        "params, while freezing trains a changing subset of them"
+    ),
+    ("dim_reduce", "adasum"): (
+        "DimReduce replaces the optimizer whose per-node updates AdaSum "
+        "combines (with a mesh, DimReduce averages the gradients)"
+    ),
 }
 
 
@@ -62,6 +78,49 @@ def check_implemented(
             "level 'O0', or mode 'manual' with these switches set to False.",
             tuple(missing),
         )
+
+
+def check_compatible(config: config_lib.BoostConfig) -> None:
+    """Raises if `config` switches on algorithms that cannot train together."""
+    for (a, b), why in INCOMPATIBLE.items():
+        if config.is_enabled(a) and config.is_enabled(b):
+            raise ValueError(
+                f"`{a}` and `{b}` cannot be on together: {why}. Switch one "
+                f"off (mode 'manual' with {{'{b}': False}})."
+            )
+
+
+def dim_reduce_from_config(
+    config: config_lib.BoostConfig,
+    pca_matrix: Any,
+    trajectory: Any,
+    data_parallel: data_parallel_lib.DataParallel | None,
+) -> optax.GradientTransformationExtraArgs:
+    """DimReduce with the config's hyper-parameters and PCA matrix.
+
+    The matrix is `pca_matrix` if given; else, as MindSpore resolves it,
+    ``pca_mat_path`` if that file exists, else the PCA of `trajectory` (a
+    `Trajectory` or an array of snapshots) or of the checkpoints in
+    ``weight_load_dir`` (saved to ``pca_mat_path``, or
+    ``<weight_load_dir>/pca_mat_temp.npy``).
+    """
+    section = config.dim_reduce
+    if pca_matrix is None:
+        pca_matrix = trajectory_lib.pca_matrix(
+            section.n_components,
+            pca_mat_path=section.pca_mat_path,
+            weight_load_dir=section.weight_load_dir,
+            snapshots=trajectory,
+            timeout=section.timeout,
+        )
+    return dim_reduce_lib.dim_reduce(
+        pca_matrix,
+        rho=section.rho,
+        gamma=section.gamma,
+        alpha=section.alpha,
+        sigma=section.sigma,
+        axis_name=None if data_parallel is None else data_parallel.axes,
+    )
 
 
 def apply_less_bn(
@@ -167,6 +226,61 @@ def loss_scale_from_config(config: config_lib.BoostConfig, loss_scale: Any):
     return loss_scale
 
 
+def data_parallel_from_config(
+    config: config_lib.BoostConfig, mesh: Mesh | None
+) -> data_parallel_lib.DataParallel | None:
+    """The data-parallel plan of `mesh` under the config's ``adasum`` switch.
+
+    Without AdaSum, gradients are averaged over every device of `mesh`.
+    With it, a 1-D mesh is cut into nodes of ``common.device_number``
+    devices (MindSpore's hierarchy: average within a node, AdaSum across
+    nodes; ``device_number`` 1 gives AdaSum over every device), and a 2-D
+    mesh is taken as ``(node, local)`` axes as given. AdaSum with no mesh or
+    a single node has nothing to combine: it warns and averages.
+    """
+    if mesh is not None and not isinstance(mesh, Mesh):
+        raise TypeError(
+            "`mesh` must be a jax.sharding.Mesh (e.g. jax.make_mesh((n,), "
+            f"('data',))) or None, got {type(mesh).__name__}."
+        )
+    adasum_on = config.is_enabled("adasum")
+    if not adasum_on:
+        return None if mesh is None else data_parallel_lib.DataParallel(mesh)
+    if mesh is None:
+        warnings.warn(
+            "AdaSum combines the updates of data-parallel devices, and this "
+            "step is not data-parallel: pass `mesh=` (a jax.sharding.Mesh) "
+            "to use it. Training without AdaSum.",
+            stacklevel=3,
+        )
+        return None
+    if len(mesh.axis_names) == 1:
+        device_number = min(config.common.device_number, mesh.devices.size)
+        if device_number > 1:
+            mesh = data_parallel_lib.node_mesh(device_number, mesh)
+    elif len(mesh.axis_names) != 2:
+        raise ValueError(
+            "With AdaSum, `mesh` must have one axis (cut into nodes of "
+            "`common.device_number` devices) or two (node, local), got the "
+            f"axes {tuple(mesh.axis_names)}."
+        )
+    local_axis = mesh.axis_names[1] if len(mesh.axis_names) == 2 else None
+    dp = data_parallel_lib.DataParallel(
+        mesh, reduction="adasum", local_axis=local_axis
+    )
+    if dp.num_nodes == 1:
+        warnings.warn(
+            f"AdaSum runs across nodes, and the {dp.num_devices} device(s) "
+            "form a single node (`common.device_number` = "
+            f"{config.common.device_number}): the gradients are averaged. "
+            "Set `common.device_number` to the devices per node (1: AdaSum "
+            "over every device).",
+            stacklevel=3,
+        )
+        return data_parallel_lib.DataParallel(mesh)
+    return dp
+
+
 def auto_boost(
     level: str = "O0",
     config: config_lib.BoostConfig | Mapping | str | os.PathLike | None = None,
@@ -180,13 +294,20 @@ def auto_boost(
     sample_inputs: Any = None,
     seed: int = 0,
     loss_scale: Any = None,
+    mesh: Mesh | None = None,
+    pca_matrix: Any = None,
+    trajectory: Any = None,
     donate_state: bool = False,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
 
     The level and the config choose the algorithms (see `BoostConfig`):
     ``"O0"`` trains exactly as the hand-written Optax step would, ``"O1"``
-    adds LessBN and gradient freezing, ``"O2"`` adds AdaSum on top.
+    adds LessBN and gradient freezing, ``"O2"`` adds AdaSum on top (with a
+    `mesh`; MindSpore's O2 skips AdaSum while freezing is on, boostax runs
+    both). With ``dim_reduce`` on (manual mode), DimReduce replaces
+    `optimizer`: pass the PCA matrix, a trajectory, or the config's
+    ``pca_mat_path`` / ``weight_load_dir``.
 
     Args:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
@@ -206,6 +327,18 @@ def auto_boost(
         ``loss_scale_group`` a `GroupLossScaleManager` / `GroupLossScale`;
         an overflowing step is skipped and `metrics` gets ``overflow`` and
         ``loss_scale``.
+      mesh: a ``jax.sharding.Mesh`` to train data-parallel on: the batch is
+        split over its devices, parameters replicated, gradients averaged —
+        or, with AdaSum on (O2), averaged within each node of
+        ``common.device_number`` devices and the optimizer's updates
+        AdaSum'd across nodes. A 2-D mesh gives the (node, local) axes
+        directly. In a multi-process run, each process passes its share of
+        every batch.
+      pca_matrix: with ``dim_reduce``, the ``(n_components, n_params)``
+        PCA matrix of the weight trajectory (default: from the config's
+        ``pca_mat_path`` / ``weight_load_dir``, or `trajectory`).
+      trajectory: with ``dim_reduce``, a `Trajectory` (or an array of
+        flattened snapshots) to compute the PCA matrix from.
       donate_state: donate the input state's buffers to the step.
 
     Returns:
@@ -217,7 +350,9 @@ def auto_boost(
     Raises:
       ValueError, TypeError: for an invalid level, config or argument.
       AlgorithmNotImplementedError: (a `NotImplementedError`) if the config
-        switches on an algorithm boostax does not implement yet.
+        switches on an algorithm listed in `NOT_IMPLEMENTED` (none today).
+      ValueError: if it switches on algorithms that cannot train together
+        (``dim_reduce`` with ``grad_freeze`` or ``adasum``).
 
     Example:
       >>> import jax, jax.numpy as jnp, optax, boostax
@@ -236,11 +371,26 @@ def auto_boost(
     """
     boost_config = config_lib.boost_config(level, config)
     check_implemented(boost_config)
+    check_compatible(boost_config)
     loss_scale = loss_scale_from_config(boost_config, loss_scale)
     convert_variables, original_model = None, model
     if boost_config.is_enabled("less_bn"):
         model, optimizer, convert_variables = apply_less_bn(
             model, optimizer, boost_config, sample_inputs
+        )
+    data_parallel = data_parallel_from_config(boost_config, mesh)
+    if boost_config.is_enabled("dim_reduce"):
+        # DimReduce is the optimizer (MindSpore: SGD(lr=1) applying its step).
+        optimizer = dim_reduce_from_config(
+            boost_config, pca_matrix, trajectory, data_parallel
+        )
+    if data_parallel is not None and data_parallel.reduction == "adasum":
+        # Inside the accumulation: AdaSum runs on real updates only.
+        optimizer = adasum_lib.adasum(
+            optimizer,
+            data_parallel.node_axes,
+            local_axis_name=data_parallel.local_axis,
+            eps=data_parallel.eps,
         )
     if accumulation_steps(boost_config) > 1:
         optimizer = accumulation_lib.gradient_accumulation(
@@ -265,5 +415,6 @@ def auto_boost(
         config=boost_config,
         freezing=freezing,
         loss_scale=loss_scale,
+        data_parallel=data_parallel,
         donate_state=donate_state,
     )

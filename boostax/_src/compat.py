@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import linen as nn
 from flax import nnx
 
 from boostax._src import accumulation as accumulation_lib
+from boostax._src import adasum as adasum_lib
 from boostax._src import auto_boost as auto_boost_lib
 from boostax._src import centralization, groups, model_graph, objectives
 from boostax._src import config as config_lib
+from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import loss_scale as loss_scale_lib
@@ -94,23 +99,55 @@ class AutoBoost:
           ``less_bn``, the reduced network and the optimizer preceded by
           gradient centralization (``gc_flag``); with ``grad_freeze``, the
           optimizer becomes a `FreezeOpt` (MindSpore's per-group states; run
-          it with `BoostTrainOneStepCell`). At ``"O0"``: unchanged.
+          it with `BoostTrainOneStepCell`); with ``grad_accumulation``, it
+          is wrapped in `boostax.gradient_accumulation`. At ``"O0"``:
+          unchanged. AdaSum, DimReduce and group loss scaling are options
+          of the train step, not of the network or optimizer: they are
+          applied by `train_step` (or the cells), and a warning here says
+          so.
         """
         _check_network(network)
         train_step_lib.check_optimizer(optimizer)
         auto_boost_lib.check_implemented(self.config)
+        auto_boost_lib.check_compatible(self.config)
+        step_options = [
+            name
+            for name in ("adasum", "dim_reduce", "loss_scale_group")
+            if self.config.is_enabled(name)
+        ]
+        if step_options:
+            warnings.warn(
+                f"{', '.join(step_options)}: applied by the train step, not "
+                "to the network and optimizer returned here; build the step "
+                "with AutoBoost.train_step(..., mesh=, loss_scale=, "
+                "pca_matrix=) to use them.",
+                UserWarning,
+                stacklevel=2,
+            )
+        original = network
         if self.config.is_enabled("less_bn"):
             network, optimizer, _ = auto_boost_lib.apply_less_bn(
                 network, optimizer, self.config, sample_inputs
             )
         if self.config.is_enabled("grad_freeze"):
+            # Groups are cut on the network as given, before LessBN, as
+            # MindSpore cuts them on the network's own parameters.
             section = self.config.grad_freeze
-            network, optimizer = GradientFreeze(
+            _, optimizer = GradientFreeze(
                 section.param_groups,
                 section.freeze_type,
                 section.freeze_p,
                 section.total_steps,
-            ).freeze_generate(network, optimizer, sample_inputs=sample_inputs)
+            ).freeze_generate(original, optimizer, sample_inputs=sample_inputs)
+        steps = auto_boost_lib.accumulation_steps(self.config)
+        if steps > 1:
+            if isinstance(optimizer, FreezeOpt):
+                raise ValueError(
+                    "network_auto_process_train: a FreezeOpt cannot be "
+                    "wrapped in gradient accumulation; use "
+                    "AutoBoost.train_step for freezing with accumulation."
+                )
+            optimizer = accumulation_lib.gradient_accumulation(optimizer, steps)
         return network, optimizer
 
     def network_auto_process_eval(
@@ -472,6 +509,8 @@ class FreezeOpt:
         param_groups = self.train_parameter_groups
         if param_groups is None:
             param_groups = (tuple(groups.leaf_paths(params)),)
+        else:  # groups cut before LessBN: drop removed leaves, add new ones
+            param_groups = freezing_lib.restrict_groups(param_groups, params)
         return freezing_lib.Freezing(
             param_groups, self.train_strategy, group_optimizers=self.optimizers
         )
@@ -580,15 +619,18 @@ def freeze_cell(
     own optimizer state.
 
     Args:
-      reducer_flag: distributed training (not implemented yet: must be
-        False).
+      reducer_flag: distributed training: must be False here (data-parallel
+        freezing is `auto_boost(..., mesh=...)`).
       network: a Flax Linen or NNX module, trained on ``(inputs, targets)``.
       optimizer: a `FreezeOpt`.
-      sens: loss scale; ``None`` or 1 (loss scaling is not implemented yet).
+      sens: loss scale; ``None`` or 1 here (loss scaling with freezing is
+        `auto_boost(..., loss_scale=...)`).
       grad: MindSpore's gradient operation; boostax differentiates with
         ``jax.value_and_grad``: must be ``None``.
       use_grad_accumulation, mean, degree, max_accumulation_step: gradient
-        accumulation and data parallelism, not implemented yet.
+        accumulation and data parallelism; ``freeze_cell`` does not wire
+        them (with freezing they are `auto_boost`'s ``grad_accumulation``
+        and ``mesh``).
       loss: ``loss(outputs, targets) -> scalar``.
 
     Returns:
@@ -601,18 +643,19 @@ def freeze_cell(
         )
     if reducer_flag or mean is not None or degree is not None:
         raise NotImplementedError(
-            "freeze_cell: data-parallel gradient reduction (reducer_flag, "
-            "mean, degree) is not implemented in boostax yet."
+            "freeze_cell does not wire data-parallel gradient reduction "
+            "(reducer_flag, mean, degree): use boostax.auto_boost(..., "
+            "mesh=...) with grad_freeze on."
         )
     if use_grad_accumulation or max_accumulation_step != 1:
         raise NotImplementedError(
-            "freeze_cell: gradient accumulation is not implemented in boostax "
-            "yet."
+            "freeze_cell does not wire gradient accumulation: use "
+            "boostax.auto_boost with grad_freeze and grad_accumulation on."
         )
     if sens not in (None, 1, 1.0):
         raise NotImplementedError(
-            "freeze_cell: loss scaling (`sens`) is not implemented in boostax "
-            "yet."
+            "freeze_cell does not wire loss scaling (`sens`): use "
+            "boostax.auto_boost(..., loss_scale=...) with grad_freeze on."
         )
     if grad is not None:
         raise ValueError(
@@ -663,6 +706,200 @@ class GradientAccumulation:
     @staticmethod
     def has_updated(state) -> jax.Array:
         return accumulation_lib.has_updated(state)
+
+
+class AdaSum:
+    """MindSpore's ``AdaSum``: hierarchical AdaSum of weight deltas.
+
+    ``AdaSum(rank, device_number, group_number, parameter_tuple)``: the
+    deltas are averaged over the `device_number` devices of a node and
+    AdaSum'd across the `group_number` nodes. Call it inside
+    ``jax.shard_map`` over `mesh` (axes ``node``, ``local``):
+
+    .. math::
+
+      w_\\text{new} = w_\\text{old} - \\operatorname{AdaSum}_\\text{nodes}
+      \\bigl(\\operatorname{mean}_\\text{node}(w_\\text{old} - w')\\bigr)
+
+    Args:
+      rank: the total number of devices (``device_number * group_number``).
+      device_number: devices per node.
+      group_number: number of nodes.
+      parameter_tuple: the weights (a pytree); the deltas must match its
+        structure.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, boostax
+      >>> from jax.sharding import PartitionSpec as P
+      >>> n = len(jax.devices())
+      >>> w = {"w": jnp.ones(2)}
+      >>> adasum = boostax.AdaSum(n, 1, n, w)
+      >>> def step(delta, old):
+      ...   return adasum(delta, old, old)
+      >>> new = jax.jit(jax.shard_map(
+      ...     step, mesh=adasum.mesh(), in_specs=(P(), P()), out_specs=P(),
+      ... ))({"w": jnp.array([0.5, 0.5])}, w)
+      >>> new["w"]  # equal deltas on every node: their mean
+      Array([0.5, 0.5], dtype=float32)
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        device_number: int,
+        group_number: int,
+        parameter_tuple: Any,
+    ):
+        for name, value in (
+            ("rank", rank),
+            ("device_number", device_number),
+            ("group_number", group_number),
+        ):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or (value < 1)
+            ):
+                raise ValueError(
+                    f"`{name}` must be an int >= 1, got {value!r}."
+                )
+        if rank != device_number * group_number:
+            raise ValueError(
+                "`rank` (the total number of devices) must equal "
+                f"device_number * group_number = {device_number} * "
+                f"{group_number}, got {rank}."
+            )
+        self.rank = rank
+        self.device_number = device_number
+        self.group_number = group_number
+        self.parameter_tuple = parameter_tuple
+        self._structure = jax.tree.structure(parameter_tuple)
+
+    def mesh(self, devices: Any = None):
+        """The ``(node, local)`` mesh of `rank` devices this AdaSum runs on."""
+        devices = np.asarray(jax.devices() if devices is None else devices)
+        if devices.size != self.rank:
+            raise ValueError(
+                f"AdaSum was built for `rank` = {self.rank} devices, got "
+                f"{devices.size}."
+            )
+        return data_parallel_lib.node_mesh(self.device_number, devices)
+
+    def __call__(self, delta_weights, parameters, old_parameters):
+        """The updated weights ``old - AdaSum(delta)`` (inside shard_map)."""
+        del parameters  # replaced by the result, as MindSpore assigns it
+        for name, tree in (
+            ("delta_weights", delta_weights),
+            ("old_parameters", old_parameters),
+        ):
+            if jax.tree.structure(tree) != self._structure:
+                raise ValueError(
+                    f"`{name}` must have the structure of `parameter_tuple` "
+                    f"{self._structure}, got {jax.tree.structure(tree)}."
+                )
+        delta = adasum_lib.hierarchical_adasum_reduce(
+            delta_weights, local_axis="local", node_axis="node"
+        )
+        return jax.tree.map(lambda w, d: w - d, old_parameters, delta)
+
+
+class DimReduce:
+    """MindSpore's ``DimReduce``: one DimReduce update per call.
+
+    ``DimReduce(network, optimizer, weight, pca_mat_local, n_components,
+    rho, gamma, alpha, sigma, rank, rank_size)``. Each call
+    ``dim_reduce(loss, old_grad, weight, weight_clone, *inputs)`` computes
+    `boostax.dim_reduce`'s step ``u`` from the gradient `old_grad` (the
+    Armijo trials evaluate the loss on `inputs`) and, as MindSpore does,
+    hands ``-u`` to `optimizer` as a gradient: with ``optax.sgd(1.0)``
+    (MindSpore's ``SGD(lr=1)``), ``w <- w + u``. The new weights are in
+    `weight` (JAX arrays are immutable; MindSpore assigns in place).
+
+    Args:
+      network: a Flax Linen or NNX module, trained on ``(inputs, targets)``.
+      optimizer: the Optax optimizer applying the step (``optax.sgd(1.0)``).
+      weight: the params pytree.
+      pca_mat_local: the PCA matrix ``(n_components, n_params)``.
+      n_components, rho, gamma, alpha, sigma: as the ``dim_reduce`` section.
+      rank, rank_size: this process's rank and the world size; the seed
+        API's data-parallel DimReduce is `auto_boost(..., mesh=...)`, so
+        they must be 0 and 1 here.
+      loss: ``loss(outputs, targets) -> scalar``.
+      model_state: the network's non-trainable variables (BatchNorm
+        statistics), if any.
+    """
+
+    def __init__(
+        self,
+        network: Any,
+        optimizer: optax.GradientTransformation,
+        weight: Any,
+        pca_mat_local: Any,
+        n_components: int,
+        rho: float,
+        gamma: float,
+        alpha: float,
+        sigma: float,
+        rank: int,
+        rank_size: int,
+        *,
+        loss: Callable[..., Any],
+        model_state: Any = None,
+    ):
+        _check_network(network)
+        train_step_lib.check_optimizer(optimizer)
+        if rank != 0 or rank_size != 1:
+            raise NotImplementedError(
+                "DimReduce with rank_size > 1: build the data-parallel step "
+                "with boostax.auto_boost(..., mesh=...) (P's rows are split "
+                "over the mesh's devices)."
+            )
+        matrix = np.asarray(pca_mat_local)
+        if matrix.ndim != 2 or matrix.shape[0] != n_components:
+            raise ValueError(
+                f"`pca_mat_local` must have `n_components` = {n_components} "
+                f"rows, got shape {matrix.shape}."
+            )
+        self.objective = objectives.make_objective(model=network, loss=loss)
+        self.optimizer = optimizer
+        self.tx = dim_reduce_lib.dim_reduce(
+            matrix, rho=rho, gamma=gamma, alpha=alpha, sigma=sigma
+        )
+        self.weight = weight
+        if model_state is None and isinstance(network, nn.Module):
+            model_state = {}  # a Linen model without batch statistics
+        self.model_state = model_state
+        self.state = self.tx.init(weight)
+        self.opt_state = optimizer.init(weight)
+        self._step = jax.jit(self._update)
+
+    def _update(self, state, opt_state, grads, weight, model_state, batch):
+        def value_fn(params):
+            value, _ = self.objective.loss_fn(
+                params, model_state, batch, jax.random.PRNGKey(0)
+            )
+            return value
+
+        step, state = self.tx.update(
+            grads, state, weight, value=value_fn(weight), value_fn=value_fn
+        )
+        updates, opt_state = self.optimizer.update(
+            jax.tree.map(jnp.negative, step), opt_state, weight
+        )
+        return optax.apply_updates(weight, updates), state, opt_state
+
+    def __call__(self, loss, old_grad, weight, weight_clone, *inputs):
+        """One update with gradient `old_grad` at `weight`; returns `loss`."""
+        del weight_clone  # the trials never modify `weight` in JAX
+        self.weight, self.state, self.opt_state = self._step(
+            self.state,
+            self.opt_state,
+            old_grad,
+            weight,
+            self.model_state,
+            inputs,
+        )
+        return loss
 
 
 class GroupLossScaleManager:
@@ -731,12 +968,18 @@ class BoostTrainOneStepCell:
       optimizer: an Optax optimizer, a `GradientAccumulation` or a
         `FreezeOpt`.
       sens: a fixed loss scale (default 1.0): the loss is multiplied by it
-        and the gradients divided by it; a step whose gradients overflow is
-        skipped.
+        and the gradients divided by it; with a scale other than 1, a step
+        whose gradients overflow is skipped.
       loss: ``loss(outputs, targets) -> scalar``.
       variables: the network's variables (Linen: ``module.init``'s dict;
         NNX: default the module's own).
       rng: base PRNG key.
+      mesh: a ``jax.sharding.Mesh`` to train data-parallel on (MindSpore's
+        ``reducer_flag``): gradients averaged over its devices, or with
+        `adasum`, averaged within nodes of `device_number` devices and the
+        updates AdaSum'd across nodes.
+      adasum: AdaSum across nodes (MindSpore sets it at level O2).
+      device_number: devices per node (MindSpore's default 8).
     """
 
     def __init__(
@@ -748,6 +991,9 @@ class BoostTrainOneStepCell:
         loss: Callable[..., Any],
         variables: Any = None,
         rng: jax.Array | None = None,
+        mesh: Any = None,
+        adasum: bool = False,
+        device_number: int = 8,
     ):
         if sens is not None and (
             isinstance(sens, bool) or not isinstance(sens, (int, float))
@@ -759,9 +1005,34 @@ class BoostTrainOneStepCell:
             if self.sens == 1.0
             else loss_scale_lib.StaticLossScale(self.sens)
         )
+        self._data_parallel(mesh, adasum, device_number)
         self._build(network, optimizer, loss, loss_scale, variables, rng)
 
+    def _data_parallel(self, mesh, adasum, device_number):
+        if not isinstance(adasum, bool):
+            raise TypeError(f"`adasum` must be a bool, got {adasum!r}.")
+        self.adasum = adasum
+        self.data_parallel = None
+        if mesh is None:
+            if adasum:
+                raise ValueError(
+                    "`adasum` combines the updates of data-parallel devices: "
+                    "pass `mesh=` (a jax.sharding.Mesh)."
+                )
+            return
+        config = config_lib.boost_config(
+            "O0",
+            {
+                "boost": {"mode": "manual", "adasum": adasum},
+                "common": {"device_number": device_number},
+            },
+        )
+        self.data_parallel = auto_boost_lib.data_parallel_from_config(
+            config, mesh
+        )
+
     def _build(self, network, optimizer, loss, loss_scale, variables, rng):
+        self._adasum_update = None
         self.freeze = isinstance(optimizer, FreezeOpt)
         self.accumulation = isinstance(optimizer, GradientAccumulation)
         objective = objectives.make_objective(model=network, loss=loss)
@@ -774,8 +1045,22 @@ class BoostTrainOneStepCell:
                 if self.accumulation
                 else optimizer
             )
+        if self.check_adasum_enable():
+            dp = self.data_parallel
+            inner = optimizer.optimizer if self.accumulation else tx
+            tx = adasum_lib.adasum(
+                inner, dp.node_axes, local_axis_name=dp.local_axis
+            )
+            if self.accumulation:  # AdaSum on real updates only
+                tx = accumulation_lib.gradient_accumulation(
+                    tx, optimizer.max_accumulation_step
+                )
         self.train_step = train_step_lib.TrainStep(
-            objective, tx, freezing=freezing, loss_scale=loss_scale
+            objective,
+            tx,
+            freezing=freezing,
+            loss_scale=loss_scale,
+            data_parallel=self.data_parallel,
         )
         self.state = self.train_step.init(variables, rng=rng)
 
@@ -796,15 +1081,55 @@ class BoostTrainOneStepCell:
         return metrics["loss"]
 
     def check_adasum_enable(self) -> bool:
-        """Whether AdaSum runs: never yet (AdaSum is not implemented)."""
-        return False
+        """Whether AdaSum runs: switched on, data-parallel, > 1 node.
+
+        MindSpore also needs the node count to be a power of two; boostax
+        takes any.
+        """
+        dp = self.data_parallel
+        return dp is not None and dp.reduction == "adasum"
 
     def check_dim_reduce_enable(self) -> bool:
-        """Whether DimReduce runs: never yet (not implemented)."""
-        return False
+        """Whether DimReduce runs: the optimizer is `boostax.dim_reduce`
+        (possibly inside an accumulation)."""
+        return any(
+            isinstance(node, dim_reduce_lib.DimReduceState)
+            for node in jax.tree.leaves(
+                self.state.opt_state,
+                is_leaf=lambda x: isinstance(x, dim_reduce_lib.DimReduceState),
+            )
+        )
 
     def adasum_process(self, loss, grads):
-        raise NotImplementedError("AdaSum is not implemented in boostax yet.")
+        """One AdaSum update from given per-device gradients; returns `loss`.
+
+        Args:
+          loss: the step's loss (returned unchanged).
+          grads: each device's gradients, stacked along a new leading axis
+            in the mesh's device order (e.g. the output of a
+            ``jax.shard_map`` with ``out_specs=P(axes)``).
+        """
+        if not self.check_adasum_enable():
+            raise ValueError(
+                "adasum_process needs AdaSum on: build the cell with "
+                "`adasum=True` and a `mesh=` of more than one node."
+            )
+        if self._adasum_update is None:
+            self._adasum_update = jax.jit(
+                lambda state, grads: self.data_parallel.shard_step(
+                    self._apply_local_grads, state
+                )(state, grads)[0]
+            )
+        self.state = self._adasum_update(self.state, grads)
+        return loss
+
+    def _apply_local_grads(self, state, grads):
+        grads = jax.tree.map(lambda g: g[0], grads)
+        updates, opt_state = self.train_step.optimizer.update(
+            grads, state.opt_state, state.params
+        )
+        params = optax.apply_updates(state.params, updates)
+        return state.replace(params=params, opt_state=opt_state), {}
 
     def gradient_accumulation_process(self, loss, grads, sens, *inputs):
         """One micro-step of accumulation with given gradients.
@@ -844,7 +1169,8 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
       scale_sense: a fixed scale (a number or an array of shape ``()`` or
         ``(1,)``), or an update rule: a `DynamicLossScale`, a
         `GroupLossScale` or a `GroupLossScaleManager`.
-      loss, variables, rng: as `BoostTrainOneStepCell`.
+      loss, variables, rng, mesh, adasum, device_number: as
+        `BoostTrainOneStepCell`.
     """
 
     def __init__(
@@ -856,8 +1182,12 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         loss: Callable[..., Any],
         variables: Any = None,
         rng: jax.Array | None = None,
+        mesh: Any = None,
+        adasum: bool = False,
+        device_number: int = 8,
     ):
         self.sens = None
+        self._data_parallel(mesh, adasum, device_number)
         self._build(
             network,
             optimizer,

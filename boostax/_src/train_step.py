@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
@@ -38,18 +39,16 @@ class AlgorithmStates(NamedTuple):
     """One slot for each algorithm whose state lives outside the optimizer.
 
     A slot is ``None`` while its algorithm is off. Algorithms that are Optax
-    transforms (accumulation, AdaSum, gradient centralization) keep their
-    state in ``TrainState.opt_state`` instead.
+    transforms (accumulation, AdaSum, DimReduce, gradient centralization)
+    keep their state in ``TrainState.opt_state`` instead.
 
     Attributes:
       loss_scale: loss-scaling state (static, dynamic or per group).
       freeze: position in the gradient-freezing sequence.
-      dim_reduce: DimReduce's BFGS matrix, momentum and subspace step.
     """
 
     loss_scale: PyTree = None
     freeze: PyTree = None
-    dim_reduce: PyTree = None
 
 
 class TrainState(flax.struct.PyTreeNode):
@@ -101,12 +100,18 @@ class TrainStep:
     just return, e.g. one restored from a checkpoint, is read once).
     `metrics` then also holds ``"frozen_groups"``, the depth.
 
+    With a `DataParallel` plan, the step runs under ``jax.shard_map`` over
+    its mesh: `init` places the state on the mesh, each call splits the
+    batch (this process's share of it) over the devices, and the metrics
+    are averaged over them.
+
     Attributes:
       objective: the `Objective` being trained.
       optimizer: the Optax optimizer.
       config: the `BoostConfig` it was built from (``None`` when built by
         `make_train_step`).
       freezing: the `Freezing` plan, or ``None``.
+      data_parallel: the `DataParallel` plan, or ``None``.
       trace_count: how many times a step has been traced (once per freeze
         depth used, for fixed shapes).
     """
@@ -121,10 +126,19 @@ class TrainStep:
         | freezing_lib.Freezing
         | None = None,
         loss_scale: loss_scale_lib.LossScale | None = None,
+        data_parallel: data_parallel_lib.DataParallel | None = None,
         donate_state: bool = False,
     ):
         check_optimizer(optimizer)
         loss_scale_lib.check_loss_scale(loss_scale)
+        if data_parallel is not None and not isinstance(
+            data_parallel, data_parallel_lib.DataParallel
+        ):
+            raise TypeError(
+                "`data_parallel` must be a boostax.DataParallel, got "
+                f"{type(data_parallel).__name__}."
+            )
+        self.data_parallel = data_parallel
         self.objective = objective
         self.optimizer = optimizer
         self.config = config
@@ -154,6 +168,10 @@ class TrainStep:
           A `TrainState` at step 0.
         """
         params, model_state = self.objective.split(variables)
+        if self.data_parallel is not None:
+            self.optimizer = self.data_parallel.optimizer(
+                self.optimizer, params
+            )
         algorithms = AlgorithmStates()
         if self.loss_scale is not None:
             if isinstance(self.loss_scale, loss_scale_lib.GroupLossScale):
@@ -168,7 +186,7 @@ class TrainStep:
             )
         else:
             opt_state = self.optimizer.init(params)
-        return TrainState(
+        state = TrainState(
             step=jnp.zeros([], jnp.int32),
             params=params,
             opt_state=opt_state,
@@ -176,6 +194,9 @@ class TrainStep:
             rng=jax.random.PRNGKey(0) if rng is None else rng,
             algorithms=algorithms,
         )
+        if self.data_parallel is not None:
+            state = self.data_parallel.place_state(state)
+        return state
 
     def _split(self, params, depth):
         """``(mask, trainable, frozen)`` of freeze `depth` (None: no mask)."""
@@ -191,7 +212,10 @@ class TrainStep:
 
     def _train_step(self, state: TrainState, batch, *, depth=None):
         self.trace_count += 1
+        dp = self.data_parallel
         rng = jax.random.fold_in(state.rng, state.step)
+        if dp is not None:  # each device its own dropout masks
+            rng = jax.random.fold_in(rng, dp.device_index())
         mask, trainable, frozen = self._split(state.params, depth)
         scaler, scale_state = self.loss_scale, state.algorithms.loss_scale
 
@@ -210,22 +234,32 @@ class TrainStep:
         (_, (loss, model_state, metrics)), grads = jax.value_and_grad(
             loss_fn, has_aux=True
         )(trainable)
+        if dp is not None:
+            grads = dp.reduce_gradients(grads)
+            loss, model_state, metrics = dp.mean((loss, model_state, metrics))
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
             grads = scaler.unscale(grads, scale_state, state.params)
             new_scale, finite = scaler.adjust(scale_state, grads, state.params)
+            if dp is not None:
+                # Gradients may still differ per device (AdaSum of updates):
+                # an overflow anywhere backs off and skips everywhere.
+                new_scale, finite = dp.minimum((new_scale, finite))
             algorithms = algorithms._replace(loss_scale=new_scale)
             metrics = {
                 **metrics,
                 "overflow": ~finite,
                 "loss_scale": scale_state.loss_scale,
             }
-        # Line searches (optax.lbfgs, ...) re-evaluate the loss at trial
-        # params on the same batch; unused, this closure costs nothing.
-        extra = dict(
-            value=loss, grad=grads, value_fn=lambda p: loss_fn(p)[1][0]
-        )
+
+        # Line searches (optax.lbfgs, DimReduce) re-evaluate the loss at
+        # trial params on the same batch; unused, this closure costs nothing.
+        def value_fn(p):
+            value = loss_fn(p)[1][0]
+            return value if dp is None else dp.mean(value)
+
+        extra = dict(value=loss, grad=grads, value_fn=value_fn)
 
         def apply(_):
             if mask is None:
@@ -282,11 +316,22 @@ class TrainStep:
     def _jitted(self, depth: int | None):
         key = self._depth_key(depth)
         if key not in self._steps:
-            self._steps[key] = jax.jit(
-                functools.partial(self._train_step, depth=key),
-                donate_argnums=self._donate,
-            )
+            step = functools.partial(self._train_step, depth=key)
+            if self.data_parallel is not None:
+                step = self._sharded(step)
+            self._steps[key] = jax.jit(step, donate_argnums=self._donate)
         return self._steps[key]
+
+    def _sharded(self, step):
+        def run(state, batch):
+            return self.data_parallel.shard_step(step, state)(state, batch)
+
+        return run
+
+    def _batch(self, batch):
+        if self.data_parallel is None:
+            return batch
+        return self.data_parallel.shard_batch(batch)
 
     def _position(self, state: TrainState) -> int:
         if self._last is not None and self._last[0]() is state:
@@ -311,6 +356,7 @@ class TrainStep:
 
     def _call(self, depth, state, batch):
         key = self._depth_key(depth)
+        batch = self._batch(batch)
         if key in self._compiled:
             return self._compiled[key](state, batch)
         return self._jitted(key)(state, batch)
@@ -352,7 +398,7 @@ class TrainStep:
         """Lowers the step (of freeze `depth`) for `state` and `batch`."""
         if depth is None and self._freezing_for is not None:
             depth = 0
-        return self._jitted(depth).lower(state, batch)
+        return self._jitted(depth).lower(state, self._batch(batch))
 
     def predict(self, state: TrainState, inputs):
         """The model's outputs on `inputs` in evaluation mode."""
@@ -382,6 +428,7 @@ def make_train_step(
     loss_fn=None,
     has_aux: bool = False,
     predict_fn=None,
+    data_parallel: data_parallel_lib.DataParallel | None = None,
     donate_state: bool = False,
 ) -> TrainStep:
     """Builds a jitted train step from a model or loss and an optimizer.
@@ -396,6 +443,8 @@ def make_train_step(
       loss_fn: instead of `model`/`loss`, ``loss_fn(params, batch)``.
       has_aux: whether the loss returns ``(scalar, metrics_dict)``.
       predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
+      data_parallel: a `DataParallel` plan to run the step over a device
+        mesh (gradients averaged or AdaSum'd); ``None``: one device.
       donate_state: donate the input state's buffers to the step (saves
         memory; the old state cannot be used afterwards).
 
@@ -421,4 +470,9 @@ def make_train_step(
         has_aux=has_aux,
         predict_fn=predict_fn,
     )
-    return TrainStep(objective, optimizer, donate_state=donate_state)
+    return TrainStep(
+        objective,
+        optimizer,
+        data_parallel=data_parallel,
+        donate_state=donate_state,
+    )

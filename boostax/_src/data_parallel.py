@@ -1,0 +1,378 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Data-parallel train steps over a device mesh, with averaging or AdaSum.
+
+The step runs under ``jax.shard_map``: each device takes its shard of the
+batch (split along the leading dimension over every mesh axis), computes
+its gradients, and the devices combine them:
+
+* ``"mean"``: gradients averaged (``lax.pmean``), one optimizer state;
+* ``"adasum"``: each device (or node) runs the optimizer on its own
+  gradients, and the updates — the weight deltas — are AdaSum'd, as
+  MindSpore's boost and Horovod do; the optimizer state is per device;
+* ``"adasum_gradients"``: raw gradients AdaSum'd, one optimizer state.
+
+With a ``local_axis`` (devices within a node), gradients are averaged over
+it first and AdaSum runs over the other axes (MindSpore's hierarchy).
+Parameters stay replicated; BatchNorm statistics are averaged over all
+devices after each step; the loss-scale state is reduced so that every
+device skips the same steps.
+
+Works across processes (``jax.distributed``) unchanged: every process
+passes its share of the global batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from boostax._src import adasum as adasum_lib
+from boostax._src import dim_reduce as dim_reduce_lib
+
+REDUCTIONS = ("mean", "adasum", "adasum_gradients")
+
+
+def _is_dim_reduce_state(x) -> bool:
+    return isinstance(x, dim_reduce_lib.DimReduceState)
+
+
+def _is_float(x) -> bool:
+    return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DataParallel:
+    """How a `TrainStep` runs data-parallel over a device mesh.
+
+    Attributes:
+      mesh: the ``jax.sharding.Mesh``; the batch is split along its leading
+        dimension over all of the mesh's axes, in order.
+      reduction: ``"mean"`` (plain data parallelism), ``"adasum"`` (AdaSum
+        of the optimizer's updates after a local step; per-device optimizer
+        state) or ``"adasum_gradients"`` (AdaSum of the gradients).
+      local_axis: with AdaSum, the mesh axis of the devices within a node:
+        gradients are averaged over it, AdaSum runs over the other axes.
+        ``None``: AdaSum over every device.
+      eps: AdaSum's epsilon on dot products and squared norms.
+
+    Example:
+      >>> import jax, optax, boostax
+      >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+      >>> dp = boostax.DataParallel(mesh, reduction="adasum")
+      >>> dp.node_axes, dp.num_devices == len(jax.devices())
+      (('data',), True)
+    """
+
+    mesh: Mesh
+    reduction: str = "mean"
+    local_axis: str | None = None
+    eps: float = 1e-12
+
+    def __post_init__(self):
+        if not isinstance(self.mesh, Mesh):
+            raise TypeError(
+                "`mesh` must be a jax.sharding.Mesh (e.g. jax.make_mesh("
+                f"(n,), ('data',))), got {type(self.mesh).__name__}."
+            )
+        if self.reduction not in REDUCTIONS:
+            raise ValueError(
+                f"`reduction` must be one of {REDUCTIONS}, got "
+                f"{self.reduction!r}."
+            )
+        if self.local_axis is not None:
+            if self.local_axis not in self.mesh.axis_names:
+                raise ValueError(
+                    "`local_axis` must be one of the mesh's axes "
+                    f"{tuple(self.mesh.axis_names)}, got {self.local_axis!r}."
+                )
+            if self.reduction == "mean":
+                raise ValueError(
+                    "`local_axis` only applies to AdaSum (reduction "
+                    "'adasum' or 'adasum_gradients'); with 'mean' every "
+                    "device is averaged."
+                )
+            if len(self.mesh.axis_names) < 2:
+                raise ValueError(
+                    "`local_axis` needs a mesh with a node axis beside it, "
+                    f"got the mesh axes {tuple(self.mesh.axis_names)}."
+                )
+        adasum_lib._check_eps(self.eps)
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """Every mesh axis: the batch is split over all of them."""
+        return tuple(self.mesh.axis_names)
+
+    @property
+    def node_axes(self) -> tuple[str, ...]:
+        """The axes AdaSum combines over."""
+        return tuple(a for a in self.axes if a != self.local_axis)
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.devices.size
+
+    @property
+    def num_nodes(self) -> int:
+        return math.prod(self.mesh.shape[a] for a in self.node_axes)
+
+    @property
+    def per_device_optimizer_state(self) -> bool:
+        """Whether each device keeps its own optimizer state (AdaSum)."""
+        return self.reduction == "adasum"
+
+    # -- the optimizer -----------------------------------------------------
+
+    def optimizer(self, optimizer: optax.GradientTransformation, params):
+        """`optimizer` with AdaSum added where this reduction needs it.
+
+        ``"adasum"`` wraps the optimizer in `boostax.adasum` unless it
+        already contains an AdaSum stage (e.g. built as
+        ``gradient_accumulation(adasum(inner), k)`` so that AdaSum runs only
+        on real updates); the other reductions reject one.
+        """
+        shapes = jax.eval_shape(optimizer.init, params)
+        has_adasum = any(
+            isinstance(node, adasum_lib.AdaSumState)
+            for node in jax.tree.leaves(
+                shapes,
+                is_leaf=lambda x: isinstance(x, adasum_lib.AdaSumState),
+            )
+        )
+        if self.reduction != "adasum":
+            if has_adasum:
+                raise ValueError(
+                    "The optimizer contains an AdaSum stage (boostax.adasum) "
+                    f"but the data-parallel reduction is {self.reduction!r}:"
+                    " use reduction='adasum', or drop the stage."
+                )
+            return optimizer
+        if has_adasum:
+            return optimizer
+        return adasum_lib.adasum(
+            optimizer,
+            self.node_axes,
+            local_axis_name=self.local_axis,
+            eps=self.eps,
+        )
+
+    # -- inside the step (under shard_map) ---------------------------------
+
+    def device_index(self) -> jax.Array:
+        """This device's position along the flattened mesh axes."""
+        return lax.axis_index(self.axes)
+
+    def reduce_gradients(self, grads):
+        """Combines the devices' gradients as the reduction says."""
+        if self.reduction == "mean":
+            return lax.pmean(grads, self.axes)
+        if self.reduction == "adasum_gradients":
+            if self.local_axis is None:
+                return adasum_lib.adasum_reduce(
+                    grads, self.node_axes, eps=self.eps
+                )
+            return adasum_lib.hierarchical_adasum_reduce(
+                grads,
+                local_axis=self.local_axis,
+                node_axis=self.node_axes,
+                eps=self.eps,
+            )
+        return grads  # "adasum": the optimizer reduces its updates
+
+    def mean(self, tree):
+        """The mean over all devices of the floating-point leaves."""
+        return jax.tree.map(
+            lambda x: lax.pmean(x, self.axes) if _is_float(x) else x, tree
+        )
+
+    def minimum(self, tree):
+        """The minimum over all devices of every leaf (bools included)."""
+
+        def pmin(x):
+            x = jnp.asarray(x)
+            if x.dtype == jnp.bool_:
+                return lax.pmin(x.astype(jnp.int32), self.axes).astype(bool)
+            return lax.pmin(x, self.axes)
+
+        return jax.tree.map(pmin, tree)
+
+    # -- placement ---------------------------------------------------------
+
+    def state_specs(self, state):
+        """The ``shard_map`` specs of a `TrainState` (a pytree prefix).
+
+        Everything is replicated but a per-device optimizer state (stacked
+        along a leading device axis) and DimReduce's PCA matrix (its rows
+        split over the devices).
+        """
+        return state.replace(
+            step=P(),
+            params=P(),
+            opt_state=self._opt_state_specs(state.opt_state),
+            model_state=P(),
+            rng=P(),
+            algorithms=P(),
+        )
+
+    def _opt_state_specs(self, opt_state):
+        if self.per_device_optimizer_state:
+            return P(self.axes)
+
+        def spec(node):
+            if not isinstance(node, dim_reduce_lib.DimReduceState):
+                return P()
+            rows = node.pca_matrix.shape[0]
+            if rows % self.num_devices:
+                raise ValueError(
+                    "DimReduce splits the PCA matrix's rows over the "
+                    f"devices: `n_components` ({rows}) must be divisible by "
+                    f"the number of devices ({self.num_devices})."
+                )
+            specs = {field: P() for field in node._fields}
+            return node._replace(**{**specs, "pca_matrix": P(self.axes)})
+
+        return jax.tree.map(spec, opt_state, is_leaf=_is_dim_reduce_state)
+
+    def batch_spec(self) -> P:
+        return P(self.axes)
+
+    def place_state(self, state):
+        """Puts a host-side `TrainState` on the mesh.
+
+        Replicates everything; with a per-device optimizer state, stacks
+        ``num_devices`` copies of it along a new leading axis, one per
+        device. Works in every process of a multi-process run (each process
+        passes the same initial state).
+        """
+        stack = self.per_device_optimizer_state
+
+        def put(x, spec, stack=False):
+            host = np.asarray(x)
+            if stack:
+                host = np.broadcast_to(host, (self.num_devices, *host.shape))
+            return jax.make_array_from_callback(
+                host.shape,
+                NamedSharding(self.mesh, spec),
+                lambda index: host[index],
+            )
+
+        def put_tree(spec, tree, stack=False):
+            return jax.tree.map(lambda x: put(x, spec, stack), tree)
+
+        opt_state = jax.tree.map(
+            lambda spec, tree: put_tree(spec, tree, stack),
+            self._opt_state_specs(state.opt_state),
+            state.opt_state,
+            is_leaf=lambda x: isinstance(x, P),
+        )
+        rest = put_tree(P(), state.replace(opt_state=None))
+        return rest.replace(opt_state=opt_state)
+
+    def shard_batch(self, batch):
+        """This process's share of the batch as global arrays on the mesh.
+
+        Leaves that already are arrays sharded like the step wants pass
+        through; host arrays are split along the leading dimension, whose
+        global size must be a multiple of the device count.
+        """
+        sharding = NamedSharding(self.mesh, self.batch_spec())
+
+        def put(x):
+            if isinstance(x, jax.Array) and x.sharding == sharding:
+                return x
+            x = np.asarray(x)
+            global_rows = x.shape[0] * jax.process_count() if x.ndim else 0
+            if x.ndim == 0 or global_rows % self.num_devices:
+                raise ValueError(
+                    "Data-parallel batches are split along their leading "
+                    f"dimension over {self.num_devices} devices; got a leaf "
+                    f"of shape {x.shape} ({global_rows} rows in all)."
+                )
+            return jax.make_array_from_process_local_data(sharding, x)
+
+        return jax.tree.map(put, batch)
+
+    def shard_step(self, step, state):
+        """``step(state, batch)`` run per device under ``jax.shard_map``.
+
+        A per-device optimizer state enters as this device's slice and
+        leaves with its leading axis back.
+        """
+        per_device = self.per_device_optimizer_state
+
+        def local(state, batch):
+            if per_device:
+                state = state.replace(
+                    opt_state=jax.tree.map(lambda x: x[0], state.opt_state)
+                )
+            new_state, metrics = step(state, batch)
+            if per_device:
+                new_state = new_state.replace(
+                    opt_state=jax.tree.map(
+                        lambda x: x[None], new_state.opt_state
+                    )
+                )
+            return new_state, metrics
+
+        specs = self.state_specs(state)
+        # The replicated outputs are made identical by collectives whose
+        # results JAX cannot prove invariant (AdaSum's ppermutes, per-device
+        # optimizer updates), hence no varying-axes check.
+        return jax.shard_map(
+            local,
+            mesh=self.mesh,
+            in_specs=(specs, self.batch_spec()),
+            out_specs=(specs, P()),
+            check_vma=False,
+        )
+
+
+def node_mesh(
+    device_number: int, devices: Any = None, *, axis_names=("node", "local")
+) -> Mesh:
+    """A ``(nodes, device_number)`` mesh for hierarchical AdaSum.
+
+    Args:
+      device_number: devices per node (MindSpore's
+        ``common.device_number``); it must divide the device count.
+      devices: the devices, in rank order (default: ``jax.devices()``);
+        a `Mesh` is flattened in its device order.
+      axis_names: names of the node and local axes.
+
+    Returns:
+      A `Mesh` whose first axis runs over nodes and second within a node.
+
+    Example:
+      >>> import jax, boostax
+      >>> mesh = boostax.node_mesh(1)
+      >>> mesh.axis_names, mesh.devices.shape == (len(jax.devices()), 1)
+      (('node', 'local'), True)
+    """
+    if isinstance(devices, Mesh):
+        devices = devices.devices
+    devices = np.asarray(jax.devices() if devices is None else devices)
+    devices = devices.reshape(-1)
+    if (
+        isinstance(device_number, bool)
+        or not isinstance(device_number, int)
+        or device_number < 1
+        or devices.size % device_number
+    ):
+        raise ValueError(
+            "`device_number` (devices per node) must be an int >= 1 that "
+            f"divides the device count {devices.size}, got {device_number!r}."
+        )
+    return Mesh(
+        devices.reshape(devices.size // device_number, device_number),
+        tuple(axis_names),
+    )

@@ -1,0 +1,432 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for `boostax._src.dim_reduce` against a float64 NumPy reference."""
+
+import os
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl.testing import absltest, parameterized
+from jax.flatten_util import ravel_pytree
+
+import boostax
+from boostax._src import dim_reduce as dim_reduce_lib
+from tests import _utils
+
+HIDDEN = 6
+
+
+def loss_fn(params, batch):
+    x, y = batch
+    h = jnp.tanh(x @ params["w1"])
+    return jnp.mean((h @ params["w2"] - y) ** 2)
+
+
+def _params():
+    rng = np.random.default_rng(0)
+    return {
+        "w1": jnp.asarray(rng.normal(size=(3, HIDDEN)), jnp.float32),
+        "w2": jnp.asarray(0.5 * rng.normal(size=(HIDDEN, 1)), jnp.float32),
+    }
+
+
+def _batches(n):
+    rng = np.random.default_rng(1)
+    return [
+        (
+            rng.normal(size=(16, 3)).astype(np.float32),
+            rng.normal(size=(16, 1)).astype(np.float32),
+        )
+        for _ in range(n)
+    ]
+
+
+def _orthonormal_rows(k, n, seed=2):
+    q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(n, k)))
+    return q.T.astype(np.float32)
+
+
+class NumpyProblem:
+    """The MLP's loss and gradient in float64, over the flattened params
+    (``ravel_pytree`` order: w1 then w2)."""
+
+    def __init__(self, batch):
+        self.x, self.y = (np.asarray(t, np.float64) for t in batch)
+
+    def split(self, w):
+        w1 = w[: 3 * HIDDEN].reshape(3, HIDDEN)
+        return w1, w[3 * HIDDEN :].reshape(HIDDEN, 1)
+
+    def loss(self, w):
+        w1, w2 = self.split(w)
+        return np.mean((np.tanh(self.x @ w1) @ w2 - self.y) ** 2)
+
+    def grad(self, w):
+        w1, w2 = self.split(w)
+        h = np.tanh(self.x @ w1)
+        d_out = 2 * (h @ w2 - self.y) / self.y.size
+        d_w2 = h.T @ d_out
+        d_w1 = self.x.T @ ((d_out @ w2.T) * (1 - h**2))
+        return np.concatenate([d_w1.ravel(), d_w2.ravel()])
+
+
+def reference_dim_reduce(w, p, batches, rho, gamma, alpha, sigma, trials):
+    """MindSpore's DimReduce (newest version), float64, one batch per step."""
+    p = np.asarray(p, np.float64)
+    k = p.shape[0]
+    gk_last, initialized = np.zeros(k), False
+    bk, sk, m = np.eye(k), np.zeros(k), np.zeros_like(w)
+    steps = []
+    for batch in batches:
+        problem = NumpyProblem(batch)
+        g, old = problem.grad(w), problem.loss(w)
+        gk = p @ g
+        backup = gk_last, bk
+        if initialized:
+            y = gk - gk_last
+            ys = y @ sk
+            if ys > 1e-20:
+                r_ = 1 / ys
+                t = np.eye(k) - r_ * np.outer(y, sk)
+                bk = t.T @ bk @ t + r_ * np.outer(sk, sk)
+        initialized = True
+        gk_last = gk
+        dk = -bk @ gk
+        dn = p.T @ dk
+        step = 0.0
+        for i in range(trials):
+            r = rho**i
+            if problem.loss(w + r * dn) < old + sigma * r * (gk @ dk):
+                step, sk = r, r * dk
+                break
+        if step == 0.0:
+            gk_last, bk = backup
+        m = gamma * m + g - p.T @ gk
+        w = w + step * dn - alpha * m
+        steps.append(step)
+    return w, steps
+
+
+class DimReduceTest(parameterized.TestCase):
+    @parameterized.named_parameters(
+        ("defaults", 0.55, 0.9, 0.001, 0.4, 2, {1.0, 0.55}),
+        ("more_momentum_three_trials", 0.4, 0.5, 0.05, 0.3, 3, {1.0}),
+    )
+    def test_matches_the_numpy_reference(
+        self, rho, gamma, alpha, sigma, trials, step_sizes
+    ):
+        params = _params()
+        n = ravel_pytree(params)[0].size
+        p = _orthonormal_rows(4, n)
+        tx = dim_reduce_lib.dim_reduce(
+            p, rho=rho, gamma=gamma, alpha=alpha, sigma=sigma, max_trials=trials
+        )
+        ts = boostax.TrainStep(boostax.make_objective(loss_fn=loss_fn), tx)
+        state = ts.init(params)
+        batches = _batches(5)
+        steps = []
+        for batch in batches:
+            state, _ = ts(state, batch)
+            steps.append(float(state.opt_state.step_size))
+        expected, expected_steps = reference_dim_reduce(
+            np.asarray(ravel_pytree(params)[0], np.float64),
+            p,
+            batches,
+            rho,
+            gamma,
+            alpha,
+            sigma,
+            trials,
+        )
+        np.testing.assert_allclose(steps, expected_steps, rtol=1e-6)
+        self.assertEqual({round(r, 6) for r in steps}, step_sizes)
+        np.testing.assert_allclose(
+            ravel_pytree(state.params)[0], expected, rtol=1e-5, atol=1e-6
+        )
+        self.assertEqual(ts.trace_count, 1)
+
+    def test_no_accepted_trial_rolls_back(self):
+        # Along -g in a subspace, a huge step overshoots on every trial.
+        params = {"w": jnp.array([1.0, 0.0])}
+        tx = dim_reduce_lib.dim_reduce(
+            np.eye(2), rho=0.5, alpha=0.0, max_trials=2
+        )
+        state = tx.init(params)
+        state = state._replace(bk=100.0 * state.bk, initialized=jnp.array(True))
+        loss = lambda q: jnp.sum(q["w"] ** 2)
+        updates, new = jax.jit(
+            lambda s: tx.update(
+                jax.grad(loss)(params),
+                s,
+                params,
+                value=loss(params),
+                value_fn=loss,
+            )
+        )(state)
+        _utils.assert_trees_equal(updates, {"w": jnp.zeros(2)})
+        self.assertEqual(float(new.step_size), 0.0)
+        np.testing.assert_array_equal(new.bk, state.bk)
+        np.testing.assert_array_equal(new.gk_last, state.gk_last)
+
+    def test_errors(self):
+        with self.assertRaisesRegex(ValueError, "`rho` must be in"):
+            dim_reduce_lib.dim_reduce(np.eye(2), rho=1.5)
+        with self.assertRaisesRegex(ValueError, "`alpha` must be >= 0"):
+            dim_reduce_lib.dim_reduce(np.eye(2), alpha=-1.0)
+        with self.assertRaisesRegex(ValueError, "`max_trials` must be"):
+            dim_reduce_lib.dim_reduce(np.eye(2), max_trials=0)
+        with self.assertRaisesRegex(ValueError, "`pca_matrix` must be"):
+            dim_reduce_lib.dim_reduce(np.ones(3))
+        tx = dim_reduce_lib.dim_reduce(np.eye(3))
+        with self.assertRaisesRegex(ValueError, "has 3 columns but"):
+            tx.init(jnp.zeros(2))
+        state = tx.init(jnp.zeros(3))
+        with self.assertRaisesRegex(ValueError, "needs `params`, `value`"):
+            tx.update(jnp.ones(3), state, jnp.zeros(3))
+
+    def test_data_parallel_shards_the_pca_rows(self):
+        params = _params()
+        n = ravel_pytree(params)[0].size
+        p = _orthonormal_rows(8, n)
+        mesh = jax.make_mesh((4,), ("data",), devices=jax.devices()[:4])
+        batches = [
+            tuple(np.concatenate([t] * 4) for t in b) for b in _batches(3)
+        ]
+        results = []
+        for dp in (None, boostax.DataParallel(mesh)):
+            tx = dim_reduce_lib.dim_reduce(
+                p, axis_name=None if dp is None else dp.axes
+            )
+            ts = boostax.make_train_step(tx, loss_fn=loss_fn, data_parallel=dp)
+            state = ts.init(params)
+            for batch in batches:
+                state, _ = ts(state, batch)
+            results.append(state)
+        plain, sharded = results
+        self.assertEqual(
+            sharded.opt_state.pca_matrix.sharding.shard_shape(p.shape),
+            (2, n),
+        )
+        _utils.assert_trees_all_close(
+            sharded.params, plain.params, rtol=1e-5, atol=1e-6
+        )
+        with self.assertRaisesRegex(ValueError, "divisible by"):
+            ts = boostax.make_train_step(
+                dim_reduce_lib.dim_reduce(p[:6], axis_name="data"),
+                loss_fn=loss_fn,
+                data_parallel=boostax.DataParallel(mesh),
+            )
+            ts.init(params)
+
+
+def _trajectory(steps=8):
+    """Snapshots of plain SGD on the MLP: the trajectory DimReduce needs."""
+    ts = boostax.make_train_step(optax.sgd(0.2), loss_fn=loss_fn)
+    state = ts.init(_params())
+    trajectory = boostax.Trajectory(steps)
+    for batch in _batches(steps):
+        state, _ = ts(state, batch)
+        trajectory.record(state.params)
+    return state.params, trajectory
+
+
+class AutoBoostDimReduceTest(parameterized.TestCase):
+    def _config(self, path, **extra):
+        return {
+            "boost": {"mode": "manual", "dim_reduce": True, **extra},
+            "dim_reduce": {"n_components": 4, "pca_mat_path": path},
+        }
+
+    def test_manual_mode_with_the_seed_keys(self):
+        params, trajectory = _trajectory()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "pca.npy")
+            ts = boostax.auto_boost(
+                "O0",
+                self._config(path),
+                optimizer=optax.sgd(1.0),
+                loss_fn=loss_fn,
+                trajectory=trajectory,
+            )
+            # The matrix was computed and saved; a second run loads it.
+            saved = np.load(path)
+            again = boostax.auto_boost(
+                "O0",
+                self._config(path),
+                optimizer=optax.sgd(1.0),
+                loss_fn=loss_fn,
+            )
+        self.assertTrue(ts.step is not None)
+        state = ts.init(params)
+        np.testing.assert_array_equal(state.opt_state.pca_matrix, saved)
+        np.testing.assert_array_equal(
+            again.init(params).opt_state.pca_matrix, saved
+        )
+        np.testing.assert_allclose(
+            saved,
+            boostax.pca_components(trajectory, 4),
+            rtol=1e-6,
+            atol=1e-7,
+        )
+        losses, steps = [], []
+        for batch in _batches(4):
+            state, metrics = ts(state, batch)
+            losses.append(float(metrics["loss"]))
+            steps.append(float(state.opt_state.step_size))
+        self.assertTrue(np.all(np.isfinite(losses)))
+        self.assertGreater(max(steps), 0.0)
+
+    def test_loss_scaling_unscales_once(self):
+        params, trajectory = _trajectory()
+        p = boostax.pca_components(trajectory, 4)
+        results = []
+        for loss_scale in (None, boostax.StaticLossScale(2.0**10)):
+            ts = boostax.TrainStep(
+                boostax.make_objective(loss_fn=loss_fn),
+                dim_reduce_lib.dim_reduce(p),
+                loss_scale=loss_scale,
+            )
+            state = ts.init(params)
+            for batch in _batches(3):
+                state, _ = ts(state, batch)
+            results.append(state.params)
+        # A power-of-two scale is exact: the same bits as no scaling (a
+        # second division, as MindSpore's, would shrink the step 1024x).
+        _utils.assert_trees_equal(*results)
+
+    def test_with_gradient_accumulation(self):
+        params, trajectory = _trajectory()
+        with tempfile.TemporaryDirectory() as tmp:
+            config = self._config(
+                os.path.join(tmp, "pca.npy"), grad_accumulation=True
+            )
+            config["grad_accumulation"] = {"grad_accumulation_step": 2}
+            ts = boostax.auto_boost(
+                "O0",
+                config,
+                optimizer=optax.sgd(1.0),
+                loss_fn=loss_fn,
+                trajectory=trajectory,
+            )
+        state = ts.init(params)
+        batch1, batch2 = _batches(2)
+        state, _ = ts(state, batch1)
+        _utils.assert_trees_equal(state.params, params)  # micro-step
+        state, _ = ts(state, batch2)
+        self.assertFalse(np.array_equal(state.params["w1"], params["w1"]))
+        self.assertIsInstance(
+            state.opt_state.inner_state, boostax.DimReduceState
+        )
+
+    def test_too_few_snapshots(self):
+        _, trajectory = _trajectory(steps=3)
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaisesRegex(ValueError, "at least 4 snapshots"):
+                boostax.auto_boost(
+                    "O0",
+                    self._config(os.path.join(tmp, "pca.npy")),
+                    optimizer=optax.sgd(1.0),
+                    loss_fn=loss_fn,
+                    trajectory=trajectory,
+                )
+
+
+class SeedApiTest(absltest.TestCase):
+    def test_dim_reduce_class(self):
+        from boostax.examples import models
+
+        model = models.MLP(features=(4,))
+        x = np.random.default_rng(0).normal(size=(8, 64)).astype(np.float32)
+        y = np.arange(8) % 10
+        params = model.init(jax.random.PRNGKey(0), x[:1])["params"]
+        n = ravel_pytree(params)[0].size
+        p = _orthonormal_rows(4, n)
+        dim_reduce = boostax.DimReduce(
+            model,
+            optax.sgd(1.0),
+            params,
+            p,
+            4,
+            0.55,
+            0.9,
+            0.001,
+            0.4,
+            0,
+            1,
+            loss=models.cross_entropy,
+        )
+        grads = jax.grad(
+            lambda q: models.cross_entropy(model.apply({"params": q}, x), y)
+        )(params)
+        self.assertEqual(dim_reduce(0.5, grads, params, params, x, y), 0.5)
+        tx = dim_reduce_lib.dim_reduce(p)
+        loss = lambda q: models.cross_entropy(model.apply({"params": q}, x), y)
+        step, _ = tx.update(
+            grads, tx.init(params), params, value=loss(params), value_fn=loss
+        )
+        _utils.assert_trees_all_close(
+            dim_reduce.weight,
+            jax.tree.map(lambda w, u: w + u, params, step),
+            rtol=1e-6,
+            atol=1e-7,
+        )
+        with self.assertRaisesRegex(NotImplementedError, "rank_size > 1"):
+            boostax.DimReduce(
+                model,
+                optax.sgd(1.0),
+                params,
+                p,
+                4,
+                0.55,
+                0.9,
+                0.001,
+                0.4,
+                0,
+                2,
+                loss=models.cross_entropy,
+            )
+        with self.assertRaisesRegex(ValueError, "`n_components` = 8 rows"):
+            boostax.DimReduce(
+                model,
+                optax.sgd(1.0),
+                params,
+                p,
+                8,
+                0.55,
+                0.9,
+                0.001,
+                0.4,
+                0,
+                1,
+                loss=models.cross_entropy,
+            )
+
+    def test_boost_cell_check_dim_reduce_enable(self):
+        from boostax.examples import models
+
+        model = models.MLP(features=(4,))
+        variables = model.init(jax.random.PRNGKey(0), np.zeros((1, 64)))
+        n = ravel_pytree(variables["params"])[0].size
+        cell = boostax.BoostTrainOneStepCell(
+            model,
+            dim_reduce_lib.dim_reduce(_orthonormal_rows(4, n)),
+            loss=models.cross_entropy,
+            variables=variables,
+        )
+        self.assertTrue(cell.check_dim_reduce_enable())
+        x = np.random.default_rng(0).normal(size=(8, 64)).astype(np.float32)
+        self.assertTrue(np.isfinite(cell(x, np.arange(8) % 10)))
+        plain = boostax.BoostTrainOneStepCell(
+            model,
+            optax.sgd(0.1),
+            loss=models.cross_entropy,
+            variables=variables,
+        )
+        self.assertFalse(plain.check_dim_reduce_enable())
+
+
+if __name__ == "__main__":
+    absltest.main()

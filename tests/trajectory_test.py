@@ -1,0 +1,400 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for `boostax._src.trajectory`."""
+
+import math
+import os
+import tempfile
+import threading
+import time
+from typing import NamedTuple
+from unittest import mock
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest, parameterized
+from jax.flatten_util import ravel_pytree
+
+from boostax._src import trajectory
+
+# Subspace tolerances: the randomized SVD with one power iteration and
+# k + 10 random vectors is exact to ~1e-5 when S <= k + 10; the looser bound
+# leaves room for the general case.
+_EXACT_TOL = 1e-5
+_RANDOMIZED_TOL = 1e-3
+
+
+class _Fields(NamedTuple):
+    z: jax.Array
+    a: jax.Array
+
+
+def _params(shift=0.0):
+    return {
+        "dense": {"kernel": jnp.full((3, 2), shift), "bias": jnp.arange(2.0)},
+        "scale": jnp.asarray([1.0 + shift], jnp.bfloat16),
+    }
+
+
+def _low_rank(n_samples=40, n_features=300, rank=5, noise=1e-3, seed=0):
+    """Snapshots on a rank-`rank` affine subspace plus small noise."""
+    rng = np.random.default_rng(seed)
+    basis, _ = np.linalg.qr(rng.normal(size=(n_features, rank)))
+    scales = np.geomspace(10.0, 1.0, rank)
+    coords = rng.normal(size=(n_samples, rank)) * scales
+    offset = rng.normal(size=n_features)
+    data = offset + coords @ basis.T
+    return data + noise * rng.normal(size=data.shape)
+
+
+def _reference_components(data, k):
+    """Top-k right singular vectors of the centered data (float64)."""
+    x = np.asarray(data, np.float64)
+    x = x - x.mean(axis=0)
+    return np.linalg.svd(x, full_matrices=False)[2][:k]
+
+
+def _projector_error(a, b):
+    """Spectral norm of the difference of the projectors onto two row spaces."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    return np.linalg.norm(a.T @ a - b.T @ b, ord=2)
+
+
+class FlattenTest(absltest.TestCase):
+    def test_order_matches_ravel_pytree(self):
+        params = _params(0.5)
+        vector, _ = trajectory.flatten_params(params)
+        expected, _ = ravel_pytree(
+            jax.tree.map(lambda x: x.astype(jnp.float32), params)
+        )
+        self.assertEqual(vector.dtype, jnp.float32)
+        np.testing.assert_array_equal(vector, expected)
+
+    def test_round_trip_keeps_dtypes(self):
+        params = _params(0.5)
+        vector, unravel = trajectory.flatten_params(params)
+        restored = jax.jit(unravel)(vector)
+        self.assertEqual(
+            jax.tree.structure(restored), jax.tree.structure(params)
+        )
+        for got, want in zip(
+            jax.tree.leaves(restored), jax.tree.leaves(params), strict=True
+        ):
+            self.assertEqual(got.dtype, want.dtype)
+            np.testing.assert_array_equal(got, want)
+
+    def test_unravel_rejects_wrong_length(self):
+        _, unravel = trajectory.flatten_params(_params())
+        with self.assertRaisesRegex(ValueError, r"shape \(9,\)"):
+            unravel(jnp.zeros(3))
+
+
+class TrajectoryTest(parameterized.TestCase):
+    def test_ring_buffer_keeps_last_in_order(self):
+        traj = trajectory.Trajectory(capacity=3)
+        self.assertEqual(len(traj), 0)
+        self.assertIsNone(traj.size)
+        for i in range(5):
+            traj.record(_params(float(i)))
+        self.assertLen(traj, 3)
+        self.assertEqual(traj.size, 9)
+        expected = np.stack(
+            [trajectory.flatten_params(_params(float(i)))[0] for i in (2, 3, 4)]
+        )
+        snapshots = traj.snapshots
+        self.assertEqual(snapshots.dtype, np.float32)
+        np.testing.assert_array_equal(snapshots, expected)
+
+    def test_partial_buffer(self):
+        traj = trajectory.Trajectory(capacity=4)
+        traj.record(_params(1.0))
+        traj.record(_params(2.0))
+        np.testing.assert_array_equal(traj.snapshots[:, 0], [0.0, 0.0])
+        np.testing.assert_array_equal(traj.snapshots[:, 2], [1.0, 2.0])
+
+    def test_structure_mismatch_names_both(self):
+        traj = trajectory.Trajectory(capacity=2)
+        traj.record(_params())
+        with self.assertRaisesRegex(ValueError, r"'extra'.*the first was.*"):
+            traj.record({**_params(), "extra": jnp.zeros(1)})
+        bad_shape = {**_params(), "scale": jnp.ones((1, 1), jnp.bfloat16)}
+        with self.assertRaisesRegex(ValueError, r"\(1, 1\).*the first.*\(1,\)"):
+            traj.record(bad_shape)
+
+    @parameterized.parameters(0, -1, 2.5, True, None)
+    def test_bad_capacity(self, capacity):
+        with self.assertRaisesRegex(ValueError, "capacity"):
+            trajectory.Trajectory(capacity)
+
+
+class PCATest(parameterized.TestCase):
+    @parameterized.named_parameters(
+        ("exact_wide", False, 40, 300, _EXACT_TOL),
+        ("randomized_wide", True, 40, 300, _RANDOMIZED_TOL),
+        ("exact_tall", False, 60, 30, _EXACT_TOL),
+        ("randomized_tall", True, 60, 30, _RANDOMIZED_TOL),
+    )
+    def test_subspace_matches_svd(self, randomized, n_samples, n_features, tol):
+        data = _low_rank(n_samples, n_features).astype(np.float32)
+        p = trajectory.pca_components(data, 5, randomized=randomized)
+        self.assertEqual(p.shape, (5, n_features))
+        self.assertEqual(p.dtype, np.float32)
+        np.testing.assert_allclose(p @ p.T, np.eye(5), atol=1e-5)
+        self.assertLess(
+            _projector_error(p, _reference_components(data, 5)), tol
+        )
+
+    def test_randomized_general_case(self):
+        # More snapshots than k + oversampling: the range finder is no
+        # longer exact, the power iteration carries it.
+        data = _low_rank(80, 200, rank=5, noise=1e-2, seed=3)
+        p = trajectory.pca_components(data, 5, oversampling=3)
+        self.assertLess(
+            _projector_error(p, _reference_components(data, 5)),
+            _RANDOMIZED_TOL,
+        )
+
+    def test_deterministic_and_sign_convention(self):
+        data = _low_rank()
+        a = trajectory.pca_components(data, 5, seed=7)
+        b = trajectory.pca_components(data, 5, seed=7)
+        np.testing.assert_array_equal(a, b)
+        exact = trajectory.pca_components(data, 5, randomized=False)
+        rows = np.arange(5)
+        for p in (a, exact):
+            self.assertTrue((p[rows, np.argmax(np.abs(p), axis=1)] > 0).all())
+        # Well-separated directions, same signs: the rows themselves agree.
+        np.testing.assert_allclose(a, exact, atol=1e-3)
+
+    def test_trajectory_input_and_full_rank(self):
+        traj = trajectory.Trajectory(capacity=4)
+        rng = np.random.default_rng(0)
+        for _ in range(4):
+            traj.record(jnp.asarray(rng.normal(size=10), jnp.float32))
+        # k = S: the centered data has rank S - 1; rows stay orthonormal.
+        for randomized in (True, False):
+            p = trajectory.pca_components(traj, 4, randomized=randomized)
+            np.testing.assert_allclose(p @ p.T, np.eye(4), atol=1e-5)
+
+    def test_too_few_snapshots_names_both_counts(self):
+        data = np.zeros((20, 50), np.float32)
+        with self.assertRaisesRegex(
+            ValueError, "n_components=32 needs at least 32 snapshots, got 20"
+        ):
+            trajectory.pca_components(data, 32)
+
+    def test_bad_arguments(self):
+        data = _low_rank(10, 8)
+        with self.assertRaisesRegex(ValueError, "N=8"):
+            trajectory.pca_components(data, 9)
+        with self.assertRaisesRegex(ValueError, "n_components"):
+            trajectory.pca_components(data, 0)
+        with self.assertRaisesRegex(ValueError, r"\(S, N\)"):
+            trajectory.pca_components(data[0], 1)
+        with self.assertRaisesRegex(ValueError, "non-finite"):
+            trajectory.pca_components(np.full((3, 4), np.nan), 1)
+
+    def test_explained_variance_ratio(self):
+        data = _low_rank()
+        s = np.linalg.svd(data - data.mean(axis=0), compute_uv=False)
+        ratio = trajectory.explained_variance_ratio(data, 5)
+        np.testing.assert_allclose(ratio, s[:5] ** 2 / np.sum(s**2), rtol=1e-8)
+        self.assertGreater(ratio.sum(), 0.999)
+
+
+class OrbaxTest(absltest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.root = os.path.join(cls._tmp.name, "ckpts")
+        # Steps 0, 2, ..., 10: name order would put 10 before 2.
+        cls.steps = list(range(0, 12, 2))
+        for step in cls.steps:
+            trajectory.save_snapshot(cls.root, step, _params(float(step)))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+        super().tearDownClass()
+
+    def _expected(self):
+        return np.stack(
+            [
+                trajectory.flatten_params(_params(float(s)))[0]
+                for s in self.steps
+            ]
+        )
+
+    def test_load_in_step_order(self):
+        data = trajectory.load_trajectory(self.root)
+        self.assertEqual(data.dtype, np.float32)
+        np.testing.assert_array_equal(data, self._expected())
+
+    def test_load_with_like(self):
+        like = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), _params()
+        )
+        data = trajectory.load_trajectory(self.root, like=like)
+        np.testing.assert_array_equal(data, self._expected())
+
+    def test_like_fixes_the_order_of_custom_nodes(self):
+        # Without `like` a NamedTuple restores as a dict with sorted keys,
+        # which flattens in another order.
+        params = _Fields(z=jnp.zeros(2), a=jnp.ones(3))
+        root = os.path.join(self._tmp.name, "named")
+        trajectory.save_snapshot(root, 0, params)
+        vector, _ = trajectory.flatten_params(params)
+        np.testing.assert_array_equal(
+            trajectory.load_trajectory(root, like=params)[0], vector
+        )
+        np.testing.assert_array_equal(
+            trajectory.load_trajectory(root)[0], [1, 1, 1, 0, 0]
+        )
+
+    def test_pca_matrix_from_weight_load_dir(self):
+        p = trajectory.pca_matrix(2, weight_load_dir=self.root, like=_params())
+        saved = os.path.join(self.root, trajectory.PCA_MAT_TEMP_NAME)
+        np.testing.assert_array_equal(np.load(saved), p)
+        expected = trajectory.pca_components(self._expected(), 2)
+        np.testing.assert_array_equal(p, expected)
+
+    def test_steps_must_increase(self):
+        with self.assertRaisesRegex(ValueError, "Step 4 was not saved"):
+            trajectory.save_snapshot(self.root, 4, _params())
+
+    def test_plain_checkpoints_by_name(self):
+        import orbax.checkpoint as ocp
+
+        root = os.path.join(self._tmp.name, "plain")
+        checkpointer = ocp.StandardCheckpointer()
+        for name, shift in (("b", 2.0), ("a", 1.0)):
+            checkpointer.save(os.path.join(root, name), _params(shift))
+        checkpointer.wait_until_finished()
+        checkpointer.close()
+        os.makedirs(os.path.join(root, "logs"))  # not a checkpoint: skipped
+        data = trajectory.load_trajectory(root)
+        np.testing.assert_array_equal(data[:, 2], [1.0, 2.0])
+
+    def test_bad_directory(self):
+        empty = os.path.join(self._tmp.name, "empty")
+        os.makedirs(empty)
+        a_file = os.path.join(self._tmp.name, "file.txt")
+        open(a_file, "w").close()
+        missing = os.path.join(self._tmp.name, "missing")
+        for path in (None, missing, a_file):
+            with self.assertRaisesRegex(
+                ValueError, f"weight_load_dir: {path!r} is None / not exists"
+            ):
+                trajectory.load_trajectory(path)
+        with self.assertRaisesRegex(ValueError, f"{empty!r} holds no Orbax"):
+            trajectory.load_trajectory(empty)
+
+
+class PCAMatrixFileTest(parameterized.TestCase):
+    def setUp(self):
+        super().setUp()
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.path = os.path.join(self.dir, "pca.npy")
+
+    def test_save_then_load(self):
+        matrix = np.arange(6, dtype=np.float32).reshape(2, 3)
+        trajectory.save_pca_matrix(self.path, matrix)
+        self.assertEqual(os.listdir(self.dir), ["pca.npy"])  # no temp file
+        loaded = trajectory.load_pca_matrix(self.path, timeout=0)
+        np.testing.assert_array_equal(loaded, matrix)
+        self.assertEqual(loaded.dtype, np.float32)
+
+    def test_missing_file_times_out(self):
+        start = time.monotonic()
+        with self.assertRaisesRegex(TimeoutError, r"0\.3 s.*pca\.npy") as cm:
+            trajectory.load_pca_matrix(
+                self.path, timeout=0.3, poll_interval=0.05
+            )
+        self.assertLess(time.monotonic() - start, 0.3 + 1.0)
+        self.assertIsInstance(cm.exception, RuntimeError)  # as MindSpore
+
+    def test_waits_for_a_late_file(self):
+        matrix = np.eye(2, 4, dtype=np.float32)
+
+        def write_later():
+            time.sleep(0.2)
+            trajectory.save_pca_matrix(self.path, matrix)
+
+        writer = threading.Thread(target=write_later)
+        writer.start()
+        try:
+            loaded = trajectory.load_pca_matrix(
+                self.path, timeout=5, poll_interval=0.05
+            )
+        finally:
+            writer.join()
+        np.testing.assert_array_equal(loaded, matrix)
+
+    @parameterized.parameters(-1.0, math.nan, True, "1")
+    def test_bad_timeout(self, timeout):
+        with self.assertRaisesRegex(ValueError, "timeout"):
+            trajectory.load_pca_matrix(self.path, timeout=timeout)
+
+    def test_pca_matrix_saves_then_loads(self):
+        data = _low_rank(12, 30)
+        p = trajectory.pca_matrix(4, pca_mat_path=self.path, snapshots=data)
+        np.testing.assert_array_equal(p, trajectory.pca_components(data, 4))
+        np.testing.assert_array_equal(np.load(self.path), p)
+        again = trajectory.pca_matrix(
+            4, pca_mat_path=self.path, like=jnp.zeros(30)
+        )
+        np.testing.assert_array_equal(again, p)
+
+    def test_pca_matrix_shape_mismatch(self):
+        trajectory.save_pca_matrix(self.path, np.zeros((4, 30), np.float32))
+        with self.assertRaisesRegex(
+            ValueError, r"\(4, 30\), expected \(4, 31\)"
+        ):
+            trajectory.pca_matrix(4, pca_mat_path=self.path, like=jnp.zeros(31))
+        with self.assertRaisesRegex(ValueError, r"expected \(3, N\)"):
+            trajectory.pca_matrix(3, pca_mat_path=self.path)
+
+    def test_pca_matrix_needs_a_source(self):
+        with self.assertRaisesRegex(ValueError, "snapshots.*weight_load_dir"):
+            trajectory.pca_matrix(4)
+        with self.assertRaisesRegex(ValueError, "snapshots.*weight_load_dir"):
+            trajectory.pca_matrix(4, pca_mat_path=self.path)  # not there
+        with self.assertRaisesRegex(ValueError, r"\.npy file"):
+            trajectory.pca_matrix(4, pca_mat_path=self.dir, snapshots=[[0.0]])
+        with self.assertRaisesRegex(ValueError, "None / not exists"):
+            trajectory.pca_matrix(4, weight_load_dir=self.path)
+
+    def test_other_processes_wait_for_process_zero(self):
+        data = _low_rank(12, 30)
+        expected = trajectory.pca_components(data, 4)
+
+        def write_later():
+            time.sleep(0.2)
+            trajectory.save_pca_matrix(self.path, expected)
+
+        with (
+            mock.patch.object(jax, "process_count", return_value=2),
+            mock.patch.object(jax, "process_index", return_value=1),
+        ):
+            with self.assertRaises(TimeoutError):
+                trajectory.pca_matrix(
+                    4, pca_mat_path=self.path, snapshots=data, timeout=0.1
+                )
+            writer = threading.Thread(target=write_later)
+            writer.start()
+            try:
+                got = trajectory.pca_matrix(
+                    4, pca_mat_path=self.path, snapshots=data, timeout=5
+                )
+            finally:
+                writer.join()
+        np.testing.assert_array_equal(got, expected)
+
+
+if __name__ == "__main__":
+    absltest.main()
