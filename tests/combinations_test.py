@@ -14,14 +14,7 @@ import boostax
 from boostax.examples import models
 from tests import _utils
 
-SWITCHES = (
-    "less_bn",
-    "grad_freeze",
-    "adasum",
-    "grad_accumulation",
-    "dim_reduce",
-    "loss_scale_group",
-)
+SWITCHES = boostax.ALGORITHMS
 # The only pairs that contradict (see auto_boost.INCOMPATIBLE).
 REFUSED = (("dim_reduce", "grad_freeze"), ("dim_reduce", "adasum"))
 

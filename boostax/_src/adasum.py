@@ -100,6 +100,16 @@ def _check_disjoint(node: tuple[str, ...], local: tuple[str, ...]) -> None:
         )
 
 
+def _check_node_and_local(axis_name, local_axis_name):
+    """The node and (optional) local axes of the Optax wrappers."""
+    node = _check_axis("axis_name", axis_name)
+    local = None
+    if local_axis_name is not None:
+        local = _check_axis("local_axis_name", local_axis_name)
+        _check_disjoint(node, local)
+    return node, local
+
+
 def _check_inner(inner) -> None:
     if not isinstance(inner, optax.GradientTransformation):
         raise TypeError(
@@ -612,11 +622,7 @@ def adasum(
       MindSpore ``mindspore.boost.AdaSum``.
     """
     _check_inner(inner)
-    node = _check_axis("axis_name", axis_name)
-    local = None
-    if local_axis_name is not None:
-        local = _check_axis("local_axis_name", local_axis_name)
-        _check_disjoint(node, local)
+    node, local = _check_node_and_local(axis_name, local_axis_name)
     eps = _check_eps(eps)
     inner = optax.with_extra_args_support(inner)
 
@@ -682,11 +688,7 @@ def adasum_gradients(
       Maleki et al., `Scaling Distributed Training with Adaptive Summation
       <https://arxiv.org/abs/2006.02924>`_, MLSys 2021.
     """
-    node = _check_axis("axis_name", axis_name)
-    local = None
-    if local_axis_name is not None:
-        local = _check_axis("local_axis_name", local_axis_name)
-        _check_disjoint(node, local)
+    node, local = _check_node_and_local(axis_name, local_axis_name)
     eps = _check_eps(eps)
 
     def update_fn(updates, state, params=None):
