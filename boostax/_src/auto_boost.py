@@ -14,7 +14,6 @@ import optax
 from jax.sharding import Mesh
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import adasum as adasum_lib
 from boostax._src import centralization
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
@@ -386,12 +385,7 @@ def auto_boost(
         )
     if data_parallel is not None and data_parallel.reduction == "adasum":
         # Inside the accumulation: AdaSum runs on real updates only.
-        optimizer = adasum_lib.adasum(
-            optimizer,
-            data_parallel.node_axes,
-            local_axis_name=data_parallel.local_axis,
-            eps=data_parallel.eps,
-        )
+        optimizer = data_parallel.adasum(optimizer)
     if accumulation_steps(boost_config) > 1:
         optimizer = accumulation_lib.gradient_accumulation(
             optimizer, accumulation_steps(boost_config)

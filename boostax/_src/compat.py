@@ -1046,11 +1046,8 @@ class BoostTrainOneStepCell:
                 else optimizer
             )
         if self.check_adasum_enable():
-            dp = self.data_parallel
             inner = optimizer.optimizer if self.accumulation else tx
-            tx = adasum_lib.adasum(
-                inner, dp.node_axes, local_axis_name=dp.local_axis
-            )
+            tx = self.data_parallel.adasum(inner)
             if self.accumulation:  # AdaSum on real updates only
                 tx = accumulation_lib.gradient_accumulation(
                     tx, optimizer.max_accumulation_step
@@ -1092,12 +1089,8 @@ class BoostTrainOneStepCell:
     def check_dim_reduce_enable(self) -> bool:
         """Whether DimReduce runs: the optimizer is `boostax.dim_reduce`
         (possibly inside an accumulation)."""
-        return any(
-            isinstance(node, dim_reduce_lib.DimReduceState)
-            for node in jax.tree.leaves(
-                self.state.opt_state,
-                is_leaf=lambda x: isinstance(x, dim_reduce_lib.DimReduceState),
-            )
+        return data_parallel_lib.contains_state(
+            self.state.opt_state, dim_reduce_lib.DimReduceState
         )
 
     def adasum_process(self, loss, grads):

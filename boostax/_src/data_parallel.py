@@ -46,6 +46,12 @@ def _is_dim_reduce_state(x) -> bool:
     return isinstance(x, dim_reduce_lib.DimReduceState)
 
 
+def contains_state(tree, state_type) -> bool:
+    """Whether an optimizer state pytree holds a `state_type` node."""
+    is_state = lambda x: isinstance(x, state_type)
+    return any(map(is_state, jax.tree.leaves(tree, is_leaf=is_state)))
+
+
 def _is_float(x) -> bool:
     return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
 
@@ -141,13 +147,8 @@ class DataParallel:
         ``gradient_accumulation(adasum(inner), k)`` so that AdaSum runs only
         on real updates); the other reductions reject one.
         """
-        shapes = jax.eval_shape(optimizer.init, params)
-        has_adasum = any(
-            isinstance(node, adasum_lib.AdaSumState)
-            for node in jax.tree.leaves(
-                shapes,
-                is_leaf=lambda x: isinstance(x, adasum_lib.AdaSumState),
-            )
+        has_adasum = contains_state(
+            jax.eval_shape(optimizer.init, params), adasum_lib.AdaSumState
         )
         if self.reduction != "adasum":
             if has_adasum:
@@ -159,6 +160,10 @@ class DataParallel:
             return optimizer
         if has_adasum:
             return optimizer
+        return self.adasum(optimizer)
+
+    def adasum(self, optimizer: optax.GradientTransformation):
+        """`boostax.adasum` of `optimizer` over this plan's node axes."""
         return adasum_lib.adasum(
             optimizer,
             self.node_axes,
