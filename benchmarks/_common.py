@@ -1,24 +1,28 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Shared helpers of the benchmarks: timing, compiled costs, JSON results.
+"""Shared helpers of the benchmarks: step loops, accuracy, JSON results.
 
 Every benchmark compares against the plain Optax step in the same run:
-interleaved repetitions (the order alternates), medians, and a ratio, because
-absolute times on shared machines are noise.
+interleaved repetitions (`boostax.interleaved_timings`: the order
+alternates), medians, and a ratio (`boostax.paired_ratio`), because absolute
+times on shared machines are noise. Costs come from
+`boostax.executable_cost` / `boostax.cost_report`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
+
+from boostax.examples import speedup
 
 RESULTS_DIR = os.path.join(os.path.dirname(__file__), "results")
 
@@ -44,30 +48,25 @@ def environment() -> dict[str, Any]:
     }
 
 
-def compiled_stats(compiled: jax.stages.Compiled) -> dict[str, float | None]:
-    """FLOPs and memory of a compiled step (``jit(f).lower(...).compile()``)."""
-    cost = compiled.cost_analysis() or {}
-    if isinstance(cost, list):  # older JAX: one dict per computation
-        cost = cost[0] if cost else {}
-    memory = compiled.memory_analysis()
+def init_variables(model, rng, inputs, **kwargs):
+    """``model.init(rng, inputs, **kwargs)``, compiled once per model.
 
-    def read(name):
-        return None if memory is None else getattr(memory, name, None)
+    Run eagerly, a ResNet's init compiles each of its many small operations
+    (seconds); jitted it is one compile.
+    """
+    return _jitted_init(model, tuple(sorted(kwargs.items())))(rng, inputs)
 
-    return {
-        "flops": cost.get("flops"),
-        "bytes_accessed": cost.get("bytes accessed"),
-        "temp_bytes": read("temp_size_in_bytes"),
-        "argument_bytes": read("argument_size_in_bytes"),
-        "output_bytes": read("output_size_in_bytes"),
-    }
+
+@functools.cache
+def _jitted_init(model, kwargs):
+    return jax.jit(functools.partial(model.init, **dict(kwargs)))
 
 
 def step_runner(step, state, batch, steps: int) -> Callable[[], Any]:
     """A function running `steps` train steps from where it last stopped.
 
     ``step(state, batch) -> (state, aux)``; the state carries over between
-    calls, as in training.
+    calls, as in training. For `boostax.interleaved_timings`.
     """
 
     def run_steps():
@@ -79,39 +78,13 @@ def step_runner(step, state, batch, steps: int) -> Callable[[], Any]:
     return run_steps
 
 
-def interleaved_timings(
-    runs: Mapping[str, Callable[[], Any]], *, repetitions: int, steps: int
-) -> dict[str, list[float]]:
-    """Seconds per step of each variant, one sample per repetition.
-
-    Each `runs[name]()` runs `steps` steps and returns something to block on.
-    The variants take turns within each repetition, in alternating order,
-    so slow drifts of the machine hit all of them alike.
-    """
-    names = list(runs)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for name in names:  # warm-up: compile and fill caches
-        jax.block_until_ready(runs[name]())
-    for rep in range(repetitions):
-        for name in names if rep % 2 == 0 else reversed(names):
-            start = time.perf_counter()
-            jax.block_until_ready(runs[name]())
-            samples[name].append((time.perf_counter() - start) / steps)
-    return samples
-
-
-def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
-    """Median of the per-repetition ratios (robust to drift between reps)."""
-    return statistics.median(
-        n / d for n, d in zip(numerator, denominator, strict=True)
-    )
-
-
 def write_result(path: str, payload: Mapping[str, Any]) -> None:
     """Writes `payload` (plus the command and environment) as JSON."""
     payload = {
         "command": " ".join(["python", *sys.argv]),
         "environment": environment(),
+        # Compile times read from a warm persistent cache are disk reads.
+        "compilation_cache_dir": jax.config.jax_compilation_cache_dir,
         **payload,
     }
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -121,23 +94,14 @@ def write_result(path: str, payload: Mapping[str, Any]) -> None:
     print(f"wrote {path}")
 
 
-def runner(name, init, step, predict, digits):
-    """A `demo.Runner` from ``init()``, ``step(state, batch) -> (state, _)``
-    and ``predict(state, x)``."""
-    from boostax.examples import baseline, demo
-
-    return demo.Runner(
-        name,
-        init,
-        lambda state, batch: step(state, batch)[0],
-        lambda state: baseline.accuracy(
-            lambda x: predict(state, x), digits.x_test, digits.y_test
-        ),
-    )
+def runner(name, init, step, predict) -> speedup.Arm:
+    """A `speedup.Arm` from ``init()``, ``step(state, batch) -> (state, _)``
+    and ``predict(state, x)`` (the seed is bound in `init` already)."""
+    return speedup.Arm(name, lambda seed: init(), step, predict)
 
 
 def accuracy_over_seeds(
-    runners_for: Callable[[int], list[Any]],
+    runners_for: Callable[[int], list[speedup.Arm]],
     digits,
     *,
     seeds: int,
@@ -145,32 +109,33 @@ def accuracy_over_seeds(
     batch_size: int,
     baseline: str,
 ) -> dict[str, dict[str, Any]]:
-    """Final test accuracy of each runner, one training run per seed.
+    """Final test accuracy of each arm, one training run per seed.
 
     Args:
-      runners_for: ``runners_for(seed)`` -> the `demo.Runner`s to train
+      runners_for: ``runners_for(seed)`` -> the `speedup.Arm`s to train
         from that seed's initialization (the data order follows the seed).
-      baseline: the runner the others are compared with.
+      baseline: the arm the others are compared with.
 
     Returns:
       ``{name: {"test_accuracy": [...], "median", "mean",
       "mean_difference_points"}}`` (points = 100 x the mean's difference
       from the baseline's).
     """
-    from boostax.examples import demo
-
+    workload = speedup.Workload(
+        name="accuracy",
+        description="",
+        model=None,
+        digits=digits,
+        batch_size=batch_size,
+        learning_rate=0.0,
+        target=1.0,
+        epochs=epochs,
+    )
     accuracies: dict[str, list[float]] = {}
     for seed in range(seeds):
-        for run in runners_for(seed):
-            result = demo.train(
-                run,
-                digits,
-                epochs=epochs,
-                batch_size=batch_size,
-                seed=seed,
-                target=1.0,
-            )
-            accuracies.setdefault(run.name, []).append(result.final_accuracy)
+        for arm in runners_for(seed):
+            run = speedup.train_to_target(arm, workload, seed, evaluate=False)
+            accuracies.setdefault(arm.name, []).append(run.final_accuracy)
     base = statistics.fmean(accuracies[baseline])
     return {
         name: {

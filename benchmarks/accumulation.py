@@ -30,6 +30,7 @@ import optax
 
 import boostax
 from boostax._src import accumulation as accumulation_lib
+from boostax.examples import compilation_cache
 
 INNER = {
     "adam": lambda: optax.adam(1e-3),
@@ -71,7 +72,7 @@ def measure(name, params, grads, k, args) -> dict:
         multi.update, grads[0], multi.init(params), params
     )
     ours_compiled = compiled(ours.update, grads[0], ours.init(params), params)
-    samples = _common.interleaved_timings(
+    samples = boostax.interleaved_timings(
         {
             "boostax": cycle_runner(ours, params, grads, k, args.cycles),
             "multisteps": cycle_runner(multi, params, grads, k, args.cycles),
@@ -94,7 +95,7 @@ def measure(name, params, grads, k, args) -> dict:
         "boostax_temp_bytes": ours_memory.temp_size_in_bytes,
         "multisteps_temp_bytes": multi_memory.temp_size_in_bytes,
         "cycle_ms": {n: 1e3 * statistics.median(v) for n, v in samples.items()},
-        "time_ratio": _common.paired_ratio(
+        "time_ratio": boostax.paired_ratio(
             samples["boostax"], samples["multisteps"]
         ),
     }
@@ -110,7 +111,9 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--out", default=os.path.join(_common.RESULTS_DIR, "accumulation.json")
     )
+    compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
+    compilation_cache.from_arguments(args)
     if args.quick:
         args.width, args.repetitions, args.cycles = 32, 2, 1
     rng = np.random.default_rng(0)

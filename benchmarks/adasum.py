@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import statistics
 import time
 
@@ -38,7 +37,7 @@ import numpy as np
 import optax
 
 import boostax
-from boostax.examples import baseline, data, models
+from boostax.examples import baseline, compilation_cache, data, models
 
 # Before any backend use: 8 host CPU devices, whatever XLA_FLAGS says.
 NUM_DEVICES = 8
@@ -47,72 +46,6 @@ jax.config.update("jax_num_cpu_devices", NUM_DEVICES)
 REDUCTIONS = ("mean", "adasum", "adasum_gradients")
 # Steps per timing sample (about 0.1 s of work each on 2 CPU cores).
 STEPS = {"mlp": 20, "resnet_small": 5, "resnet": 2}
-
-# --------------------------------------------------------------------------
-# Collective bytes of compiled HLO (as tests/adasum_test.py counts them).
-
-_DTYPE_BYTES = {
-    "f32": 4,
-    "f64": 8,
-    "bf16": 2,
-    "f16": 2,
-    "s32": 4,
-    "u32": 4,
-    "pred": 1,
-    "s8": 1,
-    "u8": 1,
-}
-_COLLECTIVE = re.compile(
-    r"=\s*(?P<out>\([^=]*?\)|\w+\[[\d,]*\](?:\{[\d,]*\})?)\s+"
-    r"(?P<op>collective-permute|all-gather|all-reduce|reduce-scatter|"
-    r"all-to-all)(?:-start)?\("
-)
-
-
-def _shape_bytes(text: str) -> int:
-    return sum(
-        _DTYPE_BYTES.get(t, 4)
-        * int(np.prod([int(d) for d in dims.split(",") if d]))
-        for t, dims in re.findall(r"(\w+)\[([\d,]*)\]", text)
-    )
-
-
-def _group_size(line: str) -> int:
-    m = re.search(r"replica_groups=\{\{([\d,]+)\}", line)
-    if m:
-        return len(m.group(1).split(","))
-    m = re.search(r"replica_groups=\[\d+,(\d+)\]", line)
-    return int(m.group(1)) if m else 1
-
-
-def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
-    """Bytes one device sends in the collectives of compiled HLO, and counts.
-
-    collective-permute: its operand; all-gather (ring): (g - 1)/g of the
-    output; all-reduce (ring): 2 (g - 1)/g of the operand; reduce-scatter:
-    (g - 1) times the output.
-    """
-    total, counts = 0.0, {}
-    for line in hlo.splitlines():
-        line = re.sub(r"/\*.*?\*/", "", line)  # /*index=5*/ in tuples
-        m = _COLLECTIVE.search(line)
-        if not m:
-            continue
-        op, size = m.group("op"), _shape_bytes(m.group("out"))
-        counts[op] = counts.get(op, 0) + 1
-        g = _group_size(line)
-        if op == "collective-permute":
-            total += size
-        elif op == "all-gather":
-            total += size * (g - 1) / g
-        elif op == "all-reduce":
-            total += 2 * size * (g - 1) / g
-        elif op == "reduce-scatter":
-            total += size * (g - 1)
-        else:
-            total += size
-    return total, counts
-
 
 # --------------------------------------------------------------------------
 # Models and steps.
@@ -159,7 +92,9 @@ def measure_cost(name: str, mesh, args) -> dict:
         digits.x_train[: args.batch_size],
         digits.y_train[: args.batch_size],
     )
-    variables = model.init(jax.random.PRNGKey(0), batch[0][:1], **kwargs)
+    variables = _common.init_variables(
+        model, jax.random.PRNGKey(0), batch[0][:1], **kwargs
+    )
     param_bytes = sum(
         x.size * x.dtype.itemsize for x in jax.tree.leaves(variables["params"])
     )
@@ -173,10 +108,10 @@ def measure_cost(name: str, mesh, args) -> dict:
         start = time.perf_counter()
         compiled = ts.lower(state, batch).compile()
         compile_seconds = time.perf_counter() - start
-        sent, counts = collective_bytes(compiled.as_text())
+        sent, counts = boostax.collective_bytes(compiled.as_text())
         per_reduction[reduction] = {
             "compile_seconds": compile_seconds,
-            **_common.compiled_stats(compiled),
+            **boostax.executable_cost(compiled)._asdict(),
             "collective_bytes_per_device": sent,
             "collective_bytes_over_gradient_bytes": sent / param_bytes,
             "collective_ops": counts,
@@ -184,13 +119,13 @@ def measure_cost(name: str, mesh, args) -> dict:
         sharded = ts.data_parallel.shard_batch(batch)
         runs[reduction] = _common.step_runner(compiled, state, sharded, steps)
     print(f"timing {name} ({', '.join(reductions)})", flush=True)
-    samples = _common.interleaved_timings(
+    samples = boostax.interleaved_timings(
         runs, repetitions=args.repetitions, steps=steps
     )
     mean = per_reduction["mean"]
     for reduction, r in per_reduction.items():
         r["median_step_ms"] = 1e3 * statistics.median(samples[reduction])
-        r["step_time_ratio_vs_mean"] = _common.paired_ratio(
+        r["step_time_ratio_vs_mean"] = boostax.paired_ratio(
             samples[reduction], samples["mean"]
         )
         ratios = np.asarray(samples[reduction]) / np.asarray(samples["mean"])
@@ -269,7 +204,9 @@ def measure_convergence(mesh, args) -> dict:
         return optax.sgd(optax.cosine_decay_schedule(lr, steps), momentum=0.9)
 
     def variables(seed):
-        return model.init(jax.random.PRNGKey(seed), digits.x_train[:1])
+        return _common.init_variables(
+            model, jax.random.PRNGKey(seed), digits.x_train[:1]
+        )
 
     seeds = range(args.seeds)
     # The small-batch reference: one device, the per-replica batch.
@@ -376,7 +313,9 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--out", default=os.path.join(_common.RESULTS_DIR, "adasum.json")
     )
+    compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
+    compilation_cache.from_arguments(args)
     if args.quick:
         args.models, args.repetitions, args.steps = "mlp", 2, 2
         args.epochs, args.seeds, args.lr_scales = 2, 1, "1"

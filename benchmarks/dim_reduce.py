@@ -59,7 +59,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 import boostax
-from boostax.examples import data, models
+from boostax.examples import compilation_cache, data, models
 
 # Stage-1 length and snapshot sampling: 42 snapshots each (21 steps/epoch).
 SETTINGS = {
@@ -205,8 +205,8 @@ class Steps:
 
 def run_seed(seed, setting, model, digits, steps_, args) -> dict:
     """Stage 1, the PCA, and every stage-2 arm, for one seed."""
-    variables = model.init(
-        jax.random.PRNGKey(seed), digits.x_train[:1], train=False
+    variables = _common.init_variables(
+        model, jax.random.PRNGKey(seed), digits.x_train[:1], train=False
     )
     state = steps_.init_sgd(variables)
 
@@ -405,7 +405,7 @@ def measure_step_time(steps_, digits, args) -> dict:
 
         return run_steps
 
-    samples = _common.interleaved_timings(
+    samples = boostax.interleaved_timings(
         {name: runner(*pair) for name, pair in steps_.stage2_start.items()},
         repetitions=args.repetitions,
         steps=len(batches),
@@ -413,7 +413,7 @@ def measure_step_time(steps_, digits, args) -> dict:
     return {
         name: {
             "median_step_ms": 1e3 * statistics.median(values),
-            "step_time_ratio_vs_sgd": _common.paired_ratio(
+            "step_time_ratio_vs_sgd": boostax.paired_ratio(
                 values, samples["sgd"]
             ),
         }
@@ -484,7 +484,9 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--out", default=os.path.join(_common.RESULTS_DIR, "dim_reduce.json")
     )
+    compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
+    compilation_cache.from_arguments(args)
     settings = {name: SETTINGS[name] for name in args.settings or SETTINGS}
     if args.quick:
         settings = QUICK_SETTINGS
@@ -547,7 +549,9 @@ def main(argv=None) -> dict:
 
 def _n_params(model, digits) -> int:
     variables = jax.eval_shape(
-        lambda x: model.init(jax.random.PRNGKey(0), x, train=False),
+        lambda x: _common.init_variables(
+            model, jax.random.PRNGKey(0), x, train=False
+        ),
         digits.x_train[:1],
     )
     return sum(x.size for x in jax.tree.leaves(variables["params"]))

@@ -21,7 +21,6 @@ only ``grad_freeze``) against the hand-written Optax step:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import os
 import statistics
@@ -34,7 +33,7 @@ import numpy as np
 import optax
 
 import boostax
-from boostax.examples import baseline, data, demo, models
+from boostax.examples import baseline, compilation_cache, data, models
 
 THROUGHPUT_TARGET = 1.15
 ACCURACY_TOLERANCE_POINTS = 1.0
@@ -88,21 +87,24 @@ def measure_depths(model, optimizer, steps, variables, batch, args) -> dict:
         runs[f"schedule_{name}"] = _common.step_runner(
             ts, states[name], batch, args.steps
         )
-    samples = _common.interleaved_timings(
+    samples = boostax.interleaved_timings(
         runs, repetitions=args.repetitions, steps=args.steps
     )
     median = {name: statistics.median(v) for name, v in samples.items()}
-    flops = {k: _common.compiled_stats(compiled[k])["flops"] for k in depths}
+    flops = {
+        k: boostax.executable_cost(compiled[k])._asdict()["flops"]
+        for k in depths
+    }
     result = {
         "compile_seconds_all_depths": compile_seconds,
         "plain_step_ms": 1e3 * median["plain"],
-        "plain_flops": _common.compiled_stats(plain)["flops"],
+        "plain_flops": boostax.executable_cost(plain)._asdict()["flops"],
         "depths": {
             str(k): {
                 "flops": flops[k],
                 "flops_ratio": flops[k] / flops[0],
                 "median_step_ms": 1e3 * median[f"depth_{k}"],
-                "step_time_ratio": _common.paired_ratio(
+                "step_time_ratio": boostax.paired_ratio(
                     samples[f"depth_{k}"], samples["depth_0"]
                 ),
             }
@@ -121,7 +123,7 @@ def measure_depths(model, optimizer, steps, variables, batch, args) -> dict:
             "freeze_p": FREEZE_P[name],
             "fraction_full_steps": float(frequency[0]),
             "estimated_speedup": median["plain"] / estimated,
-            "measured_speedup": _common.paired_ratio(
+            "measured_speedup": boostax.paired_ratio(
                 samples["plain"], samples[f"schedule_{name}"]
             ),
         }
@@ -132,17 +134,21 @@ def measure_accuracy(model, optimizer, steps, digits, args) -> dict:
     """Test accuracy after `args.epochs`, reusing the compiled steps."""
 
     def runners_for(seed):
-        variables = model.init(
-            jax.random.PRNGKey(seed), digits.x_train[:1], train=False
+        variables = _common.init_variables(
+            model, jax.random.PRNGKey(seed), digits.x_train[:1], train=False
         )
-        plain = demo.plain_runner(model, variables, optimizer, digits)
-        return [dataclasses.replace(plain, name="no_freezing")] + [
+        plain_step = baseline.make_plain_step(
+            model, optimizer, models.cross_entropy, train=True
+        )
+        plain = _common.runner(
+            "no_freezing",
+            functools.partial(baseline.init_plain_state, variables, optimizer),
+            plain_step,
+            baseline.make_plain_predict(model, train=False),
+        )
+        return [plain] + [
             _common.runner(
-                name,
-                functools.partial(ts.init, variables),
-                ts,
-                ts.predict,
-                digits,
+                name, functools.partial(ts.init, variables), ts, ts.predict
             )
             for name, ts in steps.items()
         ]
@@ -171,7 +177,9 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--out", default=os.path.join(_common.RESULTS_DIR, "grad_freeze.json")
     )
+    compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
+    compilation_cache.from_arguments(args)
     if args.quick:
         args.repetitions, args.steps, args.epochs, args.seeds = 2, 2, 1, 1
         args.groups = 3
@@ -191,8 +199,8 @@ def main(argv=None) -> dict:
             len(digits.x_train), args.batch_size
         )
         optimizer = optax.sgd(args.learning_rate, momentum=0.9)
-        variables = model.init(
-            jax.random.PRNGKey(0), digits.x_train[:1], train=False
+        variables = _common.init_variables(
+            model, jax.random.PRNGKey(0), digits.x_train[:1], train=False
         )
         batch = (
             jnp.asarray(digits.x_train[: args.batch_size]),

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import optax
 
 import boostax
-from boostax.examples import baseline, data, models
+from boostax.examples import baseline, compilation_cache, data, models
 
 STEP_TIME_TARGET = 0.90  # on a GPU
 ACCURACY_TOLERANCE = 0.005
@@ -95,7 +95,7 @@ def build_variants(model, optimizer, batch, variables) -> list[Variant]:
 
 
 def measure_cost_and_time(variants, variables, batch, args) -> dict:
-    samples = _common.interleaved_timings(
+    samples = boostax.interleaved_timings(
         {
             v.name: _common.step_runner(
                 v.step, v.init(variables), batch, args.steps
@@ -105,7 +105,9 @@ def measure_cost_and_time(variants, variables, batch, args) -> dict:
         repetitions=args.repetitions,
         steps=args.steps,
     )
-    stats = {v.name: _common.compiled_stats(v.step) for v in variants}
+    stats = {
+        v.name: boostax.executable_cost(v.step)._asdict() for v in variants
+    }
     result = {}
     for name, stat in stats.items():
         result[name] = {
@@ -117,7 +119,7 @@ def measure_cost_and_time(variants, variables, batch, args) -> dict:
             result[name]["bytes_accessed_ratio"] = (
                 stat["bytes_accessed"] / stats["full"]["bytes_accessed"]
             )
-            result[name]["step_time_ratio"] = _common.paired_ratio(
+            result[name]["step_time_ratio"] = boostax.paired_ratio(
                 samples[name], samples["full"]
             )
     return result
@@ -125,16 +127,12 @@ def measure_cost_and_time(variants, variables, batch, args) -> dict:
 
 def measure_accuracy(variants, model, digits, args) -> dict:
     def runners_for(seed):
-        variables = model.init(
-            jax.random.PRNGKey(seed), digits.x_train[:1], train=False
+        variables = _common.init_variables(
+            model, jax.random.PRNGKey(seed), digits.x_train[:1], train=False
         )
         return [
             _common.runner(
-                v.name,
-                functools.partial(v.init, variables),
-                v.step,
-                v.predict,
-                digits,
+                v.name, functools.partial(v.init, variables), v.step, v.predict
             )
             for v in variants
         ]
@@ -170,7 +168,9 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--out", default=os.path.join(_common.RESULTS_DIR, "less_bn.json")
     )
+    compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
+    compilation_cache.from_arguments(args)
     if args.quick:
         args.repetitions, args.steps, args.epochs, args.seeds = 3, 2, 1, 1
     device = (
@@ -200,8 +200,8 @@ def main(argv=None) -> dict:
             jnp.asarray(digits.x_train[: args.batch_size]),
             jnp.asarray(digits.y_train[: args.batch_size]),
         )
-        variables = model.init(
-            jax.random.PRNGKey(0), digits.x_train[:1], train=False
+        variables = _common.init_variables(
+            model, jax.random.PRNGKey(0), digits.x_train[:1], train=False
         )
         variants = build_variants(model, optimizer, batch, variables)
         cost = measure_cost_and_time(variants, variables, batch, args)

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import optax
 
 import boostax
-from boostax.examples import data, models
+from boostax.examples import compilation_cache, data, models
 
 TARGET = 1.05
 
@@ -36,7 +36,9 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--out", default=os.path.join(_common.RESULTS_DIR, "loss_scale.json")
     )
+    compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
+    compilation_cache.from_arguments(args)
     if args.quick:
         args.repetitions, args.steps = 2, 2
     model = (
@@ -49,7 +51,9 @@ def main(argv=None) -> dict:
         jnp.asarray(digits.x_train[: args.batch_size]),
         jnp.asarray(digits.y_train[: args.batch_size]),
     )
-    variables = model.init(jax.random.PRNGKey(0), batch[0], train=False)
+    variables = _common.init_variables(
+        model, jax.random.PRNGKey(0), batch[0], train=False
+    )
     groups = model.loss_scale_groups(variables["params"])
     variants = {
         "none": ("O0", None, None),
@@ -72,9 +76,9 @@ def main(argv=None) -> dict:
         )
         state = ts.init(variables)
         compiled = ts.lower(state, batch).compile()
-        flops[name] = _common.compiled_stats(compiled)["flops"]
+        flops[name] = boostax.executable_cost(compiled)._asdict()["flops"]
         runs[name] = _common.step_runner(compiled, state, batch, args.steps)
-    samples = _common.interleaved_timings(
+    samples = boostax.interleaved_timings(
         runs, repetitions=args.repetitions, steps=args.steps
     )
     result = {
@@ -87,10 +91,10 @@ def main(argv=None) -> dict:
             n: 1e3 * statistics.median(v) for n, v in samples.items()
         },
         "flops": flops,
-        "ratio_dynamic": _common.paired_ratio(
+        "ratio_dynamic": boostax.paired_ratio(
             samples["dynamic"], samples["none"]
         ),
-        "ratio_group": _common.paired_ratio(samples["group"], samples["none"]),
+        "ratio_group": boostax.paired_ratio(samples["group"], samples["none"]),
         "target": TARGET,
     }
     result["meets_target"] = (

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import optax
 
 import boostax
-from boostax.examples import baseline, data, models
+from boostax.examples import baseline, compilation_cache, data, models
 
 TARGET_RATIO = 1.03
 
@@ -40,7 +40,9 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--out", default=os.path.join(_common.RESULTS_DIR, "step_overhead.json")
     )
+    compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
+    compilation_cache.from_arguments(args)
     if args.quick:
         args.repetitions, args.steps = 3, 2
 
@@ -54,7 +56,9 @@ def main(argv=None) -> dict:
         jnp.asarray(digits.x_train[: args.batch_size]),
         jnp.asarray(digits.y_train[: args.batch_size]),
     )
-    variables = model.init(jax.random.PRNGKey(0), batch[0], train=False)
+    variables = _common.init_variables(
+        model, jax.random.PRNGKey(0), batch[0], train=False
+    )
     optimizer = optax.sgd(0.05, momentum=0.9)
 
     plain_step = baseline.make_plain_step(
@@ -66,7 +70,7 @@ def main(argv=None) -> dict:
     )
     boost_state = boost_step.init(variables)
 
-    samples = _common.interleaved_timings(
+    samples = boostax.interleaved_timings(
         {
             "plain": _common.step_runner(
                 plain_step, plain_state, batch, args.steps
@@ -78,7 +82,7 @@ def main(argv=None) -> dict:
         repetitions=args.repetitions,
         steps=args.steps,
     )
-    ratio = _common.paired_ratio(samples["boostax_O0"], samples["plain"])
+    ratio = boostax.paired_ratio(samples["boostax_O0"], samples["plain"])
     result = {
         "benchmark": "step_overhead",
         "quick": args.quick,
@@ -89,15 +93,15 @@ def main(argv=None) -> dict:
         "steps_per_repetition": args.steps,
         "plain": {
             "median_step_ms": 1e3 * statistics.median(samples["plain"]),
-            **_common.compiled_stats(
+            **boostax.executable_cost(
                 plain_step.lower(plain_state, batch).compile()
-            ),
+            )._asdict(),
         },
         "boostax_O0": {
             "median_step_ms": 1e3 * statistics.median(samples["boostax_O0"]),
-            **_common.compiled_stats(
+            **boostax.executable_cost(
                 boost_step.lower(boost_state, batch).compile()
-            ),
+            )._asdict(),
         },
         "ratio_boostax_over_plain": ratio,
         "target_ratio": TARGET_RATIO,

@@ -59,6 +59,13 @@ from boostax._src.config import (
 from boostax._src.config import GradFreezeSection as GradFreezeSection
 from boostax._src.config import LessBNSection as LessBNSection
 from boostax._src.config import boost_config as boost_config
+from boostax._src.cost import ACCELERATORS as ACCELERATORS
+from boostax._src.cost import Accelerator as Accelerator
+from boostax._src.cost import CostReport as CostReport
+from boostax._src.cost import ExecutableCost as ExecutableCost
+from boostax._src.cost import collective_bytes as collective_bytes
+from boostax._src.cost import cost_report as cost_report
+from boostax._src.cost import executable_cost as executable_cost
 from boostax._src.data_parallel import DataParallel as DataParallel
 from boostax._src.data_parallel import node_mesh as node_mesh
 from boostax._src.dim_reduce import DimReduceState as DimReduceState
@@ -91,7 +98,10 @@ from boostax._src.objectives import LinenObjective as LinenObjective
 from boostax._src.objectives import NNXObjective as NNXObjective
 from boostax._src.objectives import Objective as Objective
 from boostax._src.objectives import make_objective as make_objective
+from boostax._src.timing import interleaved_timings as interleaved_timings
+from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
+from boostax._src.train_step import PlainRecipe as PlainRecipe
 from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
 from boostax._src.train_step import make_train_step as make_train_step
@@ -113,7 +123,9 @@ from boostax._src.trajectory import save_snapshot as save_snapshot
 __version__ = "0.1.0.dev0"
 
 __all__ = (
+    "ACCELERATORS",
     "ALGORITHMS",
+    "Accelerator",
     "AdaSum",
     "AdaSumState",
     "AlgorithmNotImplementedError",
@@ -124,11 +136,13 @@ __all__ = (
     "BoostTrainOneStepCell",
     "BoostTrainOneStepWithLossScaleCell",
     "CommonSection",
+    "CostReport",
     "DataParallel",
     "DimReduce",
     "DimReduceSection",
     "DimReduceState",
     "DynamicLossScale",
+    "ExecutableCost",
     "FNHead",
     "FreezeCells",
     "FreezeOpt",
@@ -157,6 +171,7 @@ __all__ = (
     "OptimizerProcess",
     "PCAMatrixTimeoutError",
     "ParameterProcess",
+    "PlainRecipe",
     "RemovedBatchNorm",
     "StaticLossScale",
     "TrainState",
@@ -170,8 +185,11 @@ __all__ = (
     "auto_boost",
     "boost_config",
     "centralize_gradients",
+    "collective_bytes",
+    "cost_report",
     "dim_reduce",
     "enhanced_amp",
+    "executable_cost",
     "explained_variance_ratio",
     "flatten_params",
     "freeze_cell",
@@ -181,6 +199,7 @@ __all__ = (
     "gradient_centralization_mask",
     "has_updated",
     "hierarchical_adasum_reduce",
+    "interleaved_timings",
     "less_bn",
     "less_bn_report",
     "load_pca_matrix",
@@ -188,6 +207,7 @@ __all__ = (
     "make_objective",
     "make_train_step",
     "node_mesh",
+    "paired_ratio",
     "pca_components",
     "pca_matrix",
     "save_pca_matrix",

@@ -3,7 +3,6 @@
 """Tests for `boostax._src.adasum`."""
 
 import functools
-import re
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +12,7 @@ from absl.testing import absltest, parameterized
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import boostax
 from boostax._src.adasum import (
     AdaSumState,
     adasum,
@@ -326,7 +326,7 @@ class AdaSumReduceTest(parameterized.TestCase):
             P("data"),
         )
         hlo = fn.lower(x).compile().as_text()
-        sent, counts = _bytes_sent_per_device(hlo)
+        sent, counts = boostax.collective_bytes(hlo)
         # Vector halving, distance doubling: 3 half-exchanges, 3 x (1 + 2)
         # butterflies of per-leaf scalars, one all-gather, one all-reduce
         # (the scalar leaf's mean).
@@ -340,57 +340,6 @@ class AdaSumReduceTest(parameterized.TestCase):
             f"{grad_bytes} gradient bytes ({sent / grad_bytes:.3f}x); "
             f"{dict(counts)}"
         )
-
-
-_DTYPE_BYTES = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "s32": 4, "u32": 4}
-_COLLECTIVE = re.compile(
-    r"=\s*(?P<out>\([^=]*?\)|\w+\[[\d,]*\](?:\{[\d,]*\})?)\s+"
-    r"(?P<op>collective-permute|all-gather|all-reduce|reduce-scatter|"
-    r"all-to-all)(?:-start)?\("
-)
-
-
-def _shape_bytes(text):
-    return sum(
-        _DTYPE_BYTES[t] * int(np.prod([int(d) for d in dims.split(",") if d]))
-        for t, dims in re.findall(r"(\w+)\[([\d,]*)\]", text)
-    )
-
-
-def _group_size(line):
-    m = re.search(r"replica_groups=\{\{([\d,]+)\}", line)
-    if m:
-        return len(m.group(1).split(","))
-    m = re.search(r"replica_groups=\[\d+,(\d+)\]", line)
-    return int(m.group(1)) if m else 1
-
-
-def _bytes_sent_per_device(hlo):
-    """Bytes one device sends, from the collectives of compiled HLO.
-
-    collective-permute: its operand; all-gather (ring): (g - 1)/g of the
-    output; all-reduce (ring): 2 (g - 1)/g of the operand; reduce-scatter:
-    (g - 1) times the output.
-    """
-    total, counts = 0.0, {}
-    for line in hlo.splitlines():
-        m = _COLLECTIVE.search(line)
-        if not m:
-            continue
-        op, size = m.group("op"), _shape_bytes(m.group("out"))
-        counts[op] = counts.get(op, 0) + 1
-        g = _group_size(line)
-        if op == "collective-permute":
-            total += size
-        elif op == "all-gather":
-            total += size * (g - 1) / g
-        elif op == "all-reduce":
-            total += 2 * size * (g - 1) / g
-        elif op == "reduce-scatter":
-            total += size * (g - 1)
-        else:
-            total += size
-    return total, counts
 
 
 # --------------------------------------------------------------------------

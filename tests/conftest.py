@@ -3,10 +3,15 @@
 """Test configuration: 8 simulated CPU devices, strict rank promotion.
 
 XLA reads its flags when the backend starts, so they are set here, before
-any test module imports JAX.
+any test module imports JAX. Freeze depths compile when first used, not all
+at once in background threads: most tests run a few steps of a freezing
+step, and two pytest workers share two cores (tests of background
+compilation switch it on explicitly). The suite shares one persistent
+compilation cache.
 """
 
 import os
+import tempfile
 
 os.environ["XLA_FLAGS"] = " ".join(
     [
@@ -14,6 +19,14 @@ os.environ["XLA_FLAGS"] = " ".join(
         "--xla_force_host_platform_device_count=8",
     ]
 ).strip()
+
+os.environ.setdefault("BOOSTAX_BACKGROUND_COMPILE", "0")
+# One persistent compilation cache for the whole suite: the pytest workers
+# and the benchmark, demo and notebook runs compile many of the same steps.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR",
+    os.path.join(tempfile.gettempdir(), "boostax-tests-jax-cache"),
+)
 
 import jax  # noqa: E402
 

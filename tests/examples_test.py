@@ -2,14 +2,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax.examples`: data, models and the demo (main job)."""
 
+import contextlib
 import functools
+import io
+import json
+import os
+import tempfile
 
 import jax
 import numpy as np
 from absl.testing import absltest, parameterized
 from flax import nnx
 
-from boostax.examples import data, demo, models
+import boostax
+from boostax.examples import data, demo, models, speedup
 from tests import _utils
 
 
@@ -32,6 +38,38 @@ class DataTest(parameterized.TestCase):
         np.testing.assert_array_equal(
             flat.x_train, digits.x_train.reshape(-1, 64)
         )
+
+    def test_cifar_shaped_digits_and_random_crops(self):
+        digits = _utils.digits()
+        big = data.load_digits(image_size=32, channels=3)
+        self.assertEqual(big.x_train.shape, (1347, 32, 32, 3))
+        self.assertEqual(big.x_train.dtype, np.float32)
+        np.testing.assert_array_equal(big.y_train, digits.y_train)
+        np.testing.assert_array_equal(big.x_train[..., 0], big.x_train[..., 2])
+        with self.assertRaisesRegex(ValueError, "`flat`"):
+            data.load_digits(flat=True, image_size=32)
+        images = np.arange(2 * 4 * 4, dtype=np.float32).reshape(2, 4, 4, 1) + 1
+        crops = data.random_crop(images, np.random.default_rng(0), 1)
+        self.assertEqual(crops.shape, images.shape)
+        for crop, image in zip(crops, images, strict=True):
+            # A shifted window: every pixel is the image's or padding.
+            kept = crop[crop > 0]
+            self.assertTrue(np.isin(kept, image).all())
+            self.assertGreaterEqual(kept.size, 9)
+        a, b = (
+            list(
+                data.batches(
+                    big.x_train,
+                    big.y_train,
+                    64,
+                    seed=0,
+                    epoch=0,
+                    crop_padding=4,
+                )
+            )[0]
+            for _ in range(2)
+        )
+        np.testing.assert_array_equal(a[0], b[0])  # the seed decides
 
     def test_batches(self):
         digits = _utils.digits()
@@ -78,6 +116,21 @@ class ModelsTest(parameterized.TestCase):
         )
         self.assertEqual(out.shape, (2, 10))
 
+    def test_bottleneck_resnet_less_bn(self):
+        model = models.BottleneckResNet()
+        x = np.zeros((1, 32, 32, 3), np.float32)
+        report = boostax.less_bn_report(model, x)
+        self.assertLen(report.removed, 15)
+        self.assertLen(report.kept, 7)
+        variables = jax.eval_shape(
+            functools.partial(model.init, train=False), jax.random.PRNGKey(0), x
+        )
+        self.assertLen(jax.tree.leaves(variables["batch_stats"]), 2 * 22)
+        out = jax.eval_shape(
+            functools.partial(model.apply, train=False), variables, x
+        )
+        self.assertEqual(out.shape, (1, 10))
+
     def test_nnx_models(self):
         resnet = models.NNXResNet(rngs=nnx.Rngs(0))
         self.assertLen(resnet.blocks, 6)
@@ -86,33 +139,71 @@ class ModelsTest(parameterized.TestCase):
         self.assertEqual(mlp(np.zeros((2, 64))).shape, (2, 10))
 
 
+class SpeedupTest(absltest.TestCase):
+    def test_decompose(self):
+        parts = speedup.decompose(100, 110, 1.0, 0.8, 2.0, 12.0)
+        self.assertAlmostEqual(parts["steps_ratio"], 1.1)
+        self.assertAlmostEqual(parts["step_cost_ratio"], 0.8)
+        self.assertAlmostEqual(parts["speedup"], 100 / 88)
+        self.assertAlmostEqual(parts["speedup_with_compile"], 102 / 100)
+        # 2 + n = 12 + 1.1 n 0.8  ->  n = 10 / 0.12
+        self.assertAlmostEqual(parts["break_even_steps"], 10 / 0.12)
+        never = speedup.decompose(100, 100, 1.0, 1.1, 2.0, 3.0)
+        self.assertIsNone(never["break_even_steps"])
+        missed = speedup.decompose(100, None, 1.0, 0.5, 0.0, 0.0)
+        self.assertEqual(missed["speedup"], 0.0)
+        self.assertIsNone(speedup.decompose(None, 5, 1, 1, 0, 0)["speedup"])
+
+
 class DemoTest(absltest.TestCase):
-    def test_quick_demo_prints_the_table(self):
+    def test_quick_demo_prints_the_decomposition(self):
         # The README's main job, in its smoke-test size.
-        results = demo.main(["--quick", "--target", "0.5", "--devices", "2"])
-        names = [r.name for r in results]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "demo.json")
+            stdout = io.StringIO()
+            with contextlib.redirect_stdout(stdout):
+                result = demo.main(
+                    [
+                        "--quick",
+                        "--target",
+                        "0.5",
+                        "--devices",
+                        "2",
+                        "--no-compilation-cache",
+                        "--json",
+                        out,
+                    ]
+                )
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual(
+                    json.load(f)["rows"].keys(), result["rows"].keys()
+                )
+        rows, runs = result["rows"], result["runs"]
         self.assertEqual(
-            names,
-            [
-                "plain optax",
-                "O0",
-                "O1",
-                "O2",
-                "O1 less_bn",
-                "O1 freeze",
-                "O2 adasum",
-            ],
+            list(rows),
+            ["plain optax", "O0", "O1", "O2"],
         )
-        plain, o0 = results[0], results[1]
-        self.assertEqual(plain.accuracies, o0.accuracies)  # same bits
-        self.assertGreater(plain.final_accuracy, 0.5)
-        self.assertIsNotNone(o0.time_to_target)
-        for r in results[2:]:
-            self.assertFalse(r.note)
-            self.assertTrue(np.isfinite(r.final_accuracy))
-        table = demo.format_table(results, 0.5)
-        self.assertIn("time to 50%", table)
-        self.assertIn("speed-up", table)
+        # O0 trains the same bits as plain Optax: the same evaluations.
+        self.assertEqual(
+            runs["plain optax"]["evaluations"], runs["O0"]["evaluations"]
+        )
+        self.assertIsNotNone(rows["O0"]["steps"])
+        self.assertEqual(rows["O0"]["steps_ratio"], 1.0)
+        self.assertEqual(rows["O0"]["flops_ratio"], 1.0)
+        for name, row in rows.items():
+            self.assertTrue(np.isfinite(row["final_accuracy"]), name)
+            self.assertGreater(row["step_cost_ratio"], 0, name)
+        self.assertLess(rows["O1"]["flops_ratio"], 1.0)
+        self.assertGreater(runs["O1"]["compile_wait"], 0.0)
+        self.assertIn("simulated devices", rows["O2"]["note"])
+        text = stdout.getvalue()
+        for column in (
+            "steps to 50%",
+            "x step time",
+            "break-even",
+            "w/ compile",
+        ):
+            self.assertIn(column, text)
 
 
 if __name__ == "__main__":

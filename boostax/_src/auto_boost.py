@@ -131,11 +131,11 @@ def apply_less_bn(
     """LessBN with the config's FN head and gradient centralization.
 
     Returns:
-      ``(reduced_model, optimizer, convert_variables)``: the model with
-      BatchNorms removed (and the FN head if ``less_bn.fn_flag``), the
+      ``(reduced_model, optimizer, convert_variables, report)``: the model
+      with BatchNorms removed (and the FN head if ``less_bn.fn_flag``), the
       optimizer preceded by gradient centralization (if ``less_bn.gc_flag``;
-      grouped convolutions and the FN head excluded), and the function that
-      converts the original model's variables.
+      grouped convolutions and the FN head excluded), the function that
+      converts the original model's variables, and the `LessBNReport`.
     """
     if model is None:
         raise ValueError(
@@ -161,7 +161,12 @@ def apply_less_bn(
                 excluded_modules=plan.excluded_from_gc,
             ),
         )
-    return reduced, optimizer, less_bn_lib.variables_converter(reduced, plan)
+    return (
+        reduced,
+        optimizer,
+        less_bn_lib.variables_converter(reduced, plan),
+        plan.report,
+    )
 
 
 def freezing_from_config(
@@ -297,6 +302,7 @@ def auto_boost(
     pca_matrix: Any = None,
     trajectory: Any = None,
     donate_state: bool = False,
+    background_compile: bool | None = None,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
 
@@ -339,6 +345,11 @@ def auto_boost(
       trajectory: with ``dim_reduce``, a `Trajectory` (or an array of
         flattened snapshots) to compute the PCA matrix from.
       donate_state: donate the input state's buffers to the step.
+      background_compile: with gradient freezing, compile every freeze
+        depth in background threads from the first call on, while training
+        runs (default: on, unless the environment variable
+        ``BOOSTAX_BACKGROUND_COMPILE`` is ``0``). Off, each depth compiles
+        when the sequence first reaches it.
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)``, then
@@ -372,9 +383,20 @@ def auto_boost(
     check_implemented(boost_config)
     check_compatible(boost_config)
     loss_scale = loss_scale_from_config(boost_config, loss_scale)
-    convert_variables, original_model = None, model
+    convert_variables, less_bn_report = None, None
+    plain = train_step_lib.PlainRecipe(
+        dict(
+            optimizer=optimizer,
+            model=model,
+            loss=loss,
+            loss_fn=loss_fn,
+            has_aux=has_aux,
+            predict_fn=predict_fn,
+        ),
+        mesh,
+    )
     if boost_config.is_enabled("less_bn"):
-        model, optimizer, convert_variables = apply_less_bn(
+        model, optimizer, convert_variables, less_bn_report = apply_less_bn(
             model, optimizer, boost_config, sample_inputs
         )
     data_parallel = data_parallel_from_config(boost_config, mesh)
@@ -401,9 +423,9 @@ def auto_boost(
     freezing = None
     if boost_config.is_enabled("grad_freeze"):
         freezing = freezing_from_config(
-            original_model, boost_config, sample_inputs, seed
+            plain.kwargs["model"], boost_config, sample_inputs, seed
         )
-    return train_step_lib.TrainStep(
+    train_step = train_step_lib.TrainStep(
         objective,
         optimizer,
         config=boost_config,
@@ -411,4 +433,8 @@ def auto_boost(
         loss_scale=loss_scale,
         data_parallel=data_parallel,
         donate_state=donate_state,
+        background_compile=background_compile,
     )
+    train_step.less_bn_report = less_bn_report
+    train_step.plain_recipe = plain
+    return train_step

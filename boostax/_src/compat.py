@@ -126,7 +126,7 @@ class AutoBoost:
             )
         original = network
         if self.config.is_enabled("less_bn"):
-            network, optimizer, _ = auto_boost_lib.apply_less_bn(
+            network, optimizer, _, _ = auto_boost_lib.apply_less_bn(
                 network, optimizer, self.config, sample_inputs
             )
         if self.config.is_enabled("grad_freeze"):

@@ -55,7 +55,7 @@ class Objective(Protocol):
         """The model's outputs in evaluation mode."""
 
 
-def _inputs_and_targets(batch) -> tuple[Any, Any]:
+def inputs_and_targets(batch) -> tuple[Any, Any]:
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(
             "A model objective takes batches as (inputs, targets) pairs, got "
@@ -153,7 +153,7 @@ class LinenObjective:
         return {"params": params, **model_state}
 
     def loss_fn(self, params, model_state, batch, rng):
-        inputs, targets = _inputs_and_targets(batch)
+        inputs, targets = inputs_and_targets(batch)
         rngs = {
             name: jax.random.fold_in(rng, i)
             for i, name in enumerate(self.rng_collections)
@@ -235,7 +235,7 @@ class NNXObjective:
 
     def loss_fn(self, params, model_state, batch, rng):
         del rng  # NNX modules carry their own RNG streams in model_state.
-        inputs, targets = _inputs_and_targets(batch)
+        inputs, targets = inputs_and_targets(batch)
         module = self.merge(params, model_state)
         module.train()
         outputs = module(inputs)

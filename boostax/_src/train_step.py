@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import threading
+import time
 import weakref
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from boostax._src import data_parallel as data_parallel_lib
@@ -33,6 +38,11 @@ from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 
 PyTree = Any
+
+# Whether a `TrainStep` with gradient freezing compiles its freeze depths in
+# background threads by default (``BOOSTAX_BACKGROUND_COMPILE=0`` turns the
+# default off, e.g. in a test suite that calls many steps only a few times).
+BACKGROUND_COMPILE = os.environ.get("BOOSTAX_BACKGROUND_COMPILE", "1") != "0"
 
 
 class AlgorithmStates(NamedTuple):
@@ -76,6 +86,20 @@ class TrainState(flax.struct.PyTreeNode):
     algorithms: AlgorithmStates = AlgorithmStates()
 
 
+class PlainRecipe(NamedTuple):
+    """How to build the plain Optax step a boosted step is compared with.
+
+    Attributes:
+      kwargs: `make_train_step`'s arguments: the original model (before
+        LessBN), the optimizer the algorithms wrap, the loss.
+      mesh: the boosted step's mesh (the plain step averages gradients
+        over it), or ``None``.
+    """
+
+    kwargs: dict[str, Any]
+    mesh: Any = None
+
+
 def check_optimizer(optimizer) -> None:
     if not isinstance(optimizer, optax.GradientTransformation):
         raise TypeError(
@@ -100,6 +124,14 @@ class TrainStep:
     just return, e.g. one restored from a checkpoint, is read once).
     `metrics` then also holds ``"frozen_groups"``, the depth.
 
+    Every step is compiled ahead of time for the shapes of the first call.
+    With freezing, the first call also starts compiling the other depths in
+    background threads (a pool sized to the host's cores), in the order the
+    sequence first needs them, while training runs; a step whose depth is
+    not ready waits for exactly that executable. The results are those of
+    `compile_all`. A call with other shapes (say, a smaller last batch)
+    goes through ``jax.jit``, which compiles for them.
+
     With a `DataParallel` plan, the step runs under ``jax.shard_map`` over
     its mesh: `init` places the state on the mesh, each call splits the
     batch (this process's share of it) over the devices, and the metrics
@@ -114,6 +146,15 @@ class TrainStep:
       data_parallel: the `DataParallel` plan, or ``None``.
       trace_count: how many times a step has been traced (once per freeze
         depth used, for fixed shapes).
+      background_compile: whether the first call with freezing starts
+        compiling every depth of the sequence in background threads.
+      compile_seconds: ``{depth: seconds}`` spent tracing and compiling
+        each executable (the key ``None`` without freezing).
+      compile_wait_seconds: how long calls have waited for compilation in
+        all: compiling on the spot, or waiting for a background compile.
+      less_bn_report: with LessBN, the `LessBNReport` of the model.
+      plain_recipe: a `PlainRecipe` for the plain Optax step of the same
+        model and optimizer (set by `auto_boost`; used by `cost_report`).
     """
 
     def __init__(
@@ -128,6 +169,7 @@ class TrainStep:
         loss_scale: loss_scale_lib.LossScale | None = None,
         data_parallel: data_parallel_lib.DataParallel | None = None,
         donate_state: bool = False,
+        background_compile: bool | None = None,
     ):
         check_optimizer(optimizer)
         loss_scale_lib.check_loss_scale(loss_scale)
@@ -151,8 +193,23 @@ class TrainStep:
         self._donate = (0,) if donate_state else ()
         self._steps: dict[int | None, Any] = {}
         self._compiled: dict[int | None, Any] = {}
+        self._pending: dict[int | None, Future] = {}
+        self._compiler: ThreadPoolExecutor | None = None
+        # Tracing runs one at a time (it holds the GIL anyway); XLA's
+        # compilation, which releases it, runs in parallel.
+        self._trace_lock = threading.Lock()
+        self._count_lock = threading.Lock()
         self._last: tuple[weakref.ref, int] | None = None
         self._predict = jax.jit(objective.predict)
+        self.background_compile = (
+            BACKGROUND_COMPILE
+            if background_compile is None
+            else bool(background_compile)
+        )
+        self.compile_seconds: dict[int | None, float] = {}
+        self.compile_wait_seconds = 0.0
+        self.less_bn_report = None
+        self.plain_recipe: PlainRecipe | None = None
 
     def init(self, variables: Any, *, rng: jax.Array | None = None):
         """Builds the initial `TrainState`.
@@ -211,7 +268,8 @@ class TrainStep:
         return mask, trainable, frozen
 
     def _train_step(self, state: TrainState, batch, *, depth=None):
-        self.trace_count += 1
+        with self._count_lock:  # background threads trace too
+            self.trace_count += 1
         dp = self.data_parallel
         rng = jax.random.fold_in(state.rng, state.step)
         if dp is not None:  # each device its own dropout masks
@@ -346,8 +404,13 @@ class TrainStep:
                     "Gradient freezing builds its groups in `init`: create "
                     "the state with this step's `init` first."
                 )
-            return self._call(None, state, batch)
+            return self._call(None, state, self._batch(batch))
         position = self._position(state)
+        batch = self._batch(batch)
+        if self.background_compile and self._compiler is None:
+            self._compile_ahead(
+                self._depths_by_first_use(position), state, batch
+            )
         new_state, metrics = self._call(
             self.freezing.depth(position), state, batch
         )
@@ -356,30 +419,95 @@ class TrainStep:
 
     def _call(self, depth, state, batch):
         key = self._depth_key(depth)
-        batch = self._batch(batch)
-        if key in self._compiled:
-            return self._compiled[key](state, batch)
+        executable = self._executable(key, state, batch)
+        if executable is not None:
+            try:
+                return executable(state, batch)
+            except TypeError:  # not the compiled shapes: jit handles them
+                pass
         return self._jitted(key)(state, batch)
+
+    def _executable(self, key, state, batch):
+        """The compiled step of depth `key`, compiling or waiting for it."""
+        if key in self._compiled:
+            return self._compiled[key]
+        start = time.perf_counter()
+        if key in self._pending:
+            compiled = self._pending.pop(key).result()
+        else:
+            compiled = self._compile(key, _abstract((state, batch)))
+        self.compile_wait_seconds += time.perf_counter() - start
+        self._compiled[key] = compiled
+        return compiled
+
+    def _compile(self, key, args) -> jax.stages.Compiled:
+        """Traces and compiles the step of depth `key` for abstract `args`."""
+        jitted = self._jitted(key)
+        with self._trace_lock:
+            start = time.perf_counter()
+            lowered = jitted.lower(*args)
+            seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        compiled = lowered.compile()
+        self.compile_seconds[key] = seconds + time.perf_counter() - start
+        return compiled
+
+    def _depths_by_first_use(self, position: int) -> list[int]:
+        """The compiled depths in the order the sequence, from `position`,
+        first needs them (it wraps around)."""
+        canonical = np.array(
+            [self._depth_key(k) for k in range(len(self.freezing.groups))]
+        )
+        sequence = self.freezing.sequence
+        start = (position // self.freezing.micro_steps) % len(sequence)
+        keys = canonical[np.roll(sequence, -start)]
+        unique, first = np.unique(keys, return_index=True)
+        return [int(k) for k in unique[np.argsort(first)]]
+
+    def _compile_ahead(self, keys, state, batch) -> None:
+        """Starts compiling the steps of `keys` in background threads."""
+        if self._compiler is None:
+            self._compiler = ThreadPoolExecutor(
+                max_workers=os.cpu_count() or 1,
+                thread_name_prefix="boostax-compile",
+            )
+            _COMPILERS.add(self._compiler)
+            # Queued compiles are dropped with the step that wanted them.
+            weakref.finalize(
+                self, self._compiler.shutdown, wait=False, cancel_futures=True
+            )
+        args = _abstract((state, batch))
+        for key in keys:
+            if key not in self._compiled and key not in self._pending:
+                self._jitted(key)  # created here: workers only read _steps
+                self._pending[key] = self._compiler.submit(
+                    _compile_if_alive, weakref.ref(self), key, args
+                )
+
+    @property
+    def pending_compiles(self) -> int:
+        """How many executables are still compiling in the background."""
+        return sum(not f.done() for f in self._pending.values())
 
     def compile_all(self, state: TrainState, batch) -> dict[int | None, Any]:
         """Compiles the step of every depth ahead of time.
+
+        With `background_compile`, the depths compile in parallel threads;
+        this waits for all of them.
 
         Returns:
           ``{depth: compiled executable}`` (the key ``None`` without
           freezing); later calls use them.
         """
-        depths = (
-            [None]
-            if self.freezing is None
-            else sorted(
-                {self._depth_key(int(d)) for d in self.freezing.sequence}
-            )
-        )
-        for depth in depths:
-            if depth not in self._compiled:
-                self._compiled[depth] = self.lower(
-                    state, batch, depth
-                ).compile()
+        batch = self._batch(batch)
+        if self.freezing is None:
+            keys = [None]
+        else:
+            keys = self._depths_by_first_use(self._position(state))
+            if self.background_compile:
+                self._compile_ahead(keys, state, batch)
+        for key in keys:
+            self._executable(key, state, batch)
         return dict(self._compiled)
 
     @property
@@ -412,6 +540,53 @@ class TrainStep:
 @contextlib.contextmanager
 def _no_context():
     yield
+
+
+def _abstract(tree):
+    """Shapes, dtypes and shardings of `tree`'s arrays (what compiling needs).
+
+    Compiling from these instead of the arrays lets a background thread
+    compile after the arrays were donated to a step.
+    """
+
+    def leaf(x):
+        if isinstance(x, jax.Array):
+            return jax.ShapeDtypeStruct(
+                x.shape,
+                x.dtype,
+                sharding=x.sharding,
+                weak_type=x.aval.weak_type,
+            )
+        if isinstance(x, np.ndarray | np.generic):
+            return jax.ShapeDtypeStruct(x.shape, x.dtype)
+        return x
+
+    return jax.tree.map(leaf, tree)
+
+
+def _compile_if_alive(step_ref: weakref.ref, key, args):
+    # A queued compile holds its step weakly, so a step that is no longer
+    # used is collected, and its queued compiles cancelled (`finalize`).
+    step = step_ref()
+    if step is None:
+        raise RuntimeError("The train step was garbage collected.")
+    return step._compile(key, args)
+
+
+# Every background compiler; the queued compiles are cancelled when the
+# interpreter exits (those running finish), instead of being waited for.
+_COMPILERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _cancel_queued_compiles():
+    for compiler in list(_COMPILERS):
+        compiler.shutdown(wait=False, cancel_futures=True)
+
+
+# Threading's exit hooks (private; concurrent.futures registers its own the
+# same way) run in reverse order of registration: this one, registered after
+# concurrent.futures' (imported above), runs before that joins its workers.
+threading._register_atexit(_cancel_queued_compiles)
 
 
 def _update(optimizer, grads, opt_state, params, extra):

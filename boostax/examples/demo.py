@@ -2,16 +2,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """The demo: the example ResNet on digits, plain Optax vs every boost level.
 
-Run ``python -m boostax.examples.demo`` (``--help`` for options). It trains
-the bundled ResNet with a hand-written Optax step and with
-``boostax.auto_boost`` at O0, O1 and O2 from the same initialization and data
-order, and prints: final test accuracy, training wall time (compilation
-included, evaluation excluded), time to a target test accuracy, and the
-speed-up over plain Optax, then the algorithms of O1 and O2 alone (manual
-mode). O2's AdaSum combines data-parallel devices: the O2 rows train on a mesh
-of ``--devices`` devices (on a CPU, simulated ones that share its cores, so
-their times show the cost of the collectives, not a parallel speed-up), with
-AdaSum across every device (``common.device_number`` 1).
+Run ``python -m boostax.examples.demo`` (``--help`` for options; about five
+minutes on two CPU cores, one with ``--quick``). It trains the bundled
+ResNet with a hand-written Optax step and with ``boostax.auto_boost`` at O0,
+O1 and O2, then the algorithms of O1 and O2 alone (manual mode), from the
+same initialization and data order, and prints the speed-up over plain
+Optax taken apart (see `boostax.examples.speedup`): steps to a target test
+accuracy (evaluated every 1/8 epoch), the steady-state step-time ratio
+(interleaved repetitions after training), FLOPs and bytes ratios from
+`boostax.cost_report`, the seconds training waited for compilation (freeze
+depths compile in background threads), the break-even training length, and
+the speed-up with and without compilation.
+
+O0 computes exactly what plain Optax computes: its row shows what noise
+looks like. O2's AdaSum combines data-parallel devices: the O2 rows train on
+a mesh of ``--devices`` devices (on a CPU, simulated ones that share its
+cores, so their step times show the cost of the collectives, not a parallel
+speed-up), with AdaSum across every device (``common.device_number`` 1).
+
+JAX's persistent compilation cache is on (``--no-compilation-cache`` turns
+it off): a second run reads the executables instead of compiling them.
 """
 
 from __future__ import annotations
@@ -20,236 +30,77 @@ import argparse
 import dataclasses
 import json
 import sys
-import time
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
-import optax
 from tqdm import tqdm
 
 import boostax
-from boostax.examples import baseline, data, models
+from boostax.examples import compilation_cache, speedup
 
 
-@dataclasses.dataclass
-class RunResult:
-    """What one training run measured (seconds).
+def train_with_progress(
+    arm: speedup.Arm, workload: speedup.Workload, seed: int
+) -> speedup.Run:
+    """`speedup.train_to_target` over the whole budget, with a progress bar.
 
-    `compile_time` is compiling every step function (one per freeze depth)
-    and the first step;
-    `train_time` and `time_to_target` count the other steps only, so they
-    compare steady-state speed. Evaluation is never timed.
+    The bar shows the compilation wait apart and leaves it out of its ETA
+    (which then estimates training only).
     """
-
-    name: str
-    final_accuracy: float | None = None
-    compile_time: float | None = None
-    train_time: float | None = None
-    time_to_target: float | None = None
-    accuracies: list[float] = dataclasses.field(default_factory=list)
-    note: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Runner:
-    """How to init, step and evaluate one way of training."""
-
-    name: str
-    init: Callable[[], Any]
-    step: Callable[[Any, Any], Any]
-    accuracy: Callable[[Any], float]
-    # Compiles every step function ahead of time (one per freeze depth).
-    compile: Callable[[Any, Any], Any] | None = None
-
-
-def plain_runner(model, variables, optimizer, digits) -> Runner:
-    step = baseline.make_plain_step(
-        model, optimizer, models.cross_entropy, train=True
-    )
-
-    predict = baseline.make_plain_predict(model, train=False)
-    return Runner(
-        "plain optax",
-        lambda: baseline.init_plain_state(variables, optimizer),
-        lambda state, batch: step(state, batch)[0],
-        lambda state: baseline.accuracy(
-            lambda x: predict(state, x), digits.x_test, digits.y_test
-        ),
-    )
-
-
-# Single algorithms of a level, run in manual mode: (row name, level, config).
-ALGORITHM_ROWS = (
-    (
-        "O1 less_bn",
-        "O1",
-        {"boost": {"mode": "manual", "less_bn": True, "grad_freeze": False}},
-    ),
-    (
-        "O1 freeze",
-        "O1",
-        {"boost": {"mode": "manual", "less_bn": False, "grad_freeze": True}},
-    ),
-    (
-        "O2 adasum",
-        "O2",
-        {
-            "boost": {
-                "mode": "manual",
-                "less_bn": False,
-                "grad_freeze": False,
-                "adasum": True,
-            }
-        },
-    ),
-)
-
-
-def boost_runner(
-    name,
-    level,
-    config,
-    model,
-    variables,
-    optimizer,
-    digits,
-    total_steps,
-    param_groups=10,
-    mesh=None,
-) -> Runner:
-    # Like MindSpore's ModelZoo: the freezing sequence spans the run.
-    config = {
-        **(config or {}),
-        "grad_freeze": {
-            "total_steps": total_steps,
-            "param_groups": param_groups,
-        },
-        "common": {"device_number": 1},  # AdaSum across every device
-    }
-    adasum = boostax.boost_config(level, config).is_enabled("adasum")
-    with warnings.catch_warnings():
-        # On one device AdaSum has nothing to combine; the header says so.
-        warnings.filterwarnings("ignore", "AdaSum", UserWarning)
-        train_step = boostax.auto_boost(
-            level,
-            config,
-            optimizer=optimizer,
-            model=model,
-            loss=models.cross_entropy,
-            sample_inputs=digits.x_train[:1],
-            mesh=mesh if adasum else None,
-        )
-    return Runner(
-        name,
-        lambda: train_step.init(variables),
-        lambda state, batch: train_step(state, batch)[0],
-        lambda state: baseline.accuracy(
-            lambda x: train_step.predict(state, x),
-            digits.x_test,
-            digits.y_test,
-        ),
-        train_step.compile_all,
-    )
-
-
-def train(
-    runner: Runner, digits, *, epochs, batch_size, seed, target
-) -> RunResult:
-    """Trains for `epochs`, evaluating test accuracy after each epoch."""
-    result = RunResult(runner.name)
-    steps = data.steps_per_epoch(len(digits.x_train), batch_size)
-    state = runner.init()
-    train_time = 0.0
+    waited = 0.0
     with tqdm(
-        total=epochs * steps,
-        desc=f"{runner.name:>11}",
+        total=workload.total_steps,
+        desc=f"{arm.name:>11}",
         file=sys.stderr,
         leave=False,
         mininterval=0.5,
+        smoothing=0,  # the average rate, from a start moved past the waits
     ) as bar:
-        for epoch in range(epochs):
-            start = time.perf_counter()
-            for batch in data.batches(
-                digits.x_train,
-                digits.y_train,
-                batch_size,
-                seed=seed,
-                epoch=epoch,
-            ):
-                if result.compile_time is None and runner.compile:
-                    runner.compile(state, batch)
-                state = runner.step(state, batch)
-                bar.update()
-                if result.compile_time is None:
-                    jax.block_until_ready(state)
-                    result.compile_time = time.perf_counter() - start
-                    start = time.perf_counter()
-            jax.block_until_ready(state)
-            train_time += time.perf_counter() - start
-            accuracy = runner.accuracy(state)
-            result.accuracies.append(accuracy)
-            bar.set_postfix(test_acc=f"{accuracy:.3f}")
-            if result.time_to_target is None and accuracy >= target:
-                result.time_to_target = train_time
-    result.final_accuracy = result.accuracies[-1]
-    result.train_time = train_time
-    return result
+        postfix: dict[str, str] = {}
 
+        def progress(steps, accuracy, wait):
+            nonlocal waited
+            if wait > waited:
+                bar.start_t += wait - waited
+                waited = wait
+            postfix["compile wait"] = f"{wait:.1f}s"
+            pending = arm.train_step.pending_compiles if arm.train_step else 0
+            if pending:
+                postfix["compiling"] = str(pending)
+            else:
+                postfix.pop("compiling", None)
+            if accuracy is not None:
+                postfix["test acc"] = f"{accuracy:.3f}"
+            bar.set_postfix(postfix, refresh=False)
+            bar.update()
 
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f} s"
-
-
-def format_table(results: Sequence[RunResult], target: float) -> str:
-    """The comparison table, speed-ups relative to the first result."""
-    reference = results[0]
-    header = (
-        f"{'level':<12} {'test acc':>9} {'compile':>9} {'train time':>11} "
-        f"{f'time to {target:.0%}':>12} {'speed-up':>9}"
-    )
-    lines = [header, "-" * len(header)]
-    for r in results:
-        if r.note:
-            lines.append(f"{r.name:<12} {r.note}")
-            continue
-        speedup = "-"
-        if r.time_to_target and reference.time_to_target:
-            speedup = f"{reference.time_to_target / r.time_to_target:.2f}x"
-        lines.append(
-            f"{r.name:<12} {r.final_accuracy:>9.3f} "
-            f"{_seconds(r.compile_time):>9} {_seconds(r.train_time):>11} "
-            f"{_seconds(r.time_to_target):>12} {speedup:>9}"
+        return speedup.train_to_target(
+            arm, workload, seed, full_budget=True, progress=progress
         )
-    lines.append(
-        "compile = the step functions (one per freeze depth) and the first "
-        f"step; train time and time to {target:.0%}\ntest accuracy = the "
-        "other steps; speed-up = plain optax's time to "
-        f"{target:.0%} / the level's. One run: a few percent either way is "
-        "noise."
+
+
+def _row(plain, arm, run, cost, report) -> dict[str, Any]:
+    row = speedup.row(
+        plain,
+        {
+            "steps": run.steps_to_target,
+            "step_cost_ratio": cost["ratio"],
+            "compile": run.compile_wait,
+            "final_accuracy": run.final_accuracy,
+        },
+        report,
     )
-    return "\n".join(lines)
+    if arm.data_parallel:
+        sent = report.weighted["collective_bytes"] / 1e6
+        row["note"] = (
+            f"simulated devices: wall time not judged; {sent:.2f} MB sent "
+            "per device and step"
+        )
+    return row
 
 
-def data_parallel_mesh(devices: int, batch_size: int) -> jax.sharding.Mesh:
-    """A 1-D mesh of up to `devices` devices that divide `batch_size`.
-
-    On a CPU whose backend has not started yet, `devices` devices are
-    simulated (``jax_num_cpu_devices``); otherwise the available ones are
-    used.
-    """
-    try:
-        jax.config.update("jax_num_cpu_devices", devices)
-    except RuntimeError:  # the backend already runs: use its devices
-        pass
-    n = min(devices, len(jax.devices()))
-    while batch_size % n:
-        n -= 1
-    return jax.make_mesh((n,), ("data",), devices=jax.devices()[:n])
-
-
-def main(argv: Sequence[str] | None = None) -> list[RunResult]:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -257,14 +108,15 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
     parser.add_argument(
         "--target",
         type=float,
-        default=0.95,
-        help="test accuracy for the time-to-target column",
+        default=0.97,
+        help="test accuracy for the steps-to-target column",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="1 epoch of a smaller ResNet (a smoke test)",
+        help="1 epoch of a smaller ResNet, the levels only, short timings "
+        "(a smoke test)",
     )
     parser.add_argument(
         "--devices",
@@ -273,75 +125,107 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
         help="devices of the O2 rows' data-parallel mesh (on a CPU, "
         "simulated: must be set before JAX starts)",
     )
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=15,
+        help="interleaved repetitions of the step-time measurement",
+    )
     parser.add_argument("--json", help="also write the results to this file")
+    compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
-    mesh = data_parallel_mesh(args.devices, args.batch_size)
+    cache = compilation_cache.from_arguments(args)
+    mesh = speedup.data_parallel_mesh(args.devices, args.batch_size)
 
-    digits = data.load_digits()
-    model = (
-        models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-        if args.quick
-        else models.ResNet()
+    workload = dataclasses.replace(
+        speedup.digits_workload(quick=args.quick, target=args.target),
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
     )
-    epochs = 1 if args.quick else args.epochs
-    variables = model.init(
-        jax.random.PRNGKey(args.seed), digits.x_train[:1], train=False
-    )
-    optimizer = optax.sgd(args.learning_rate, momentum=0.9)
-    runners: list[Runner | RunResult] = [
-        plain_runner(model, variables, optimizer, digits)
-    ]
+    if not args.quick:
+        workload = dataclasses.replace(workload, epochs=args.epochs)
+    arms = [speedup.plain_arm(workload)]
     rows = [(level, level, None) for level in boostax.LEVELS]
-    for name, level, config in rows + list(ALGORITHM_ROWS):
-        try:
-            runners.append(
-                boost_runner(
-                    name,
-                    level,
-                    config,
-                    model,
-                    variables,
-                    optimizer,
-                    digits,
-                    total_steps=epochs
-                    * data.steps_per_epoch(
-                        len(digits.x_train), args.batch_size
-                    ),
-                    # The small ResNet has too few layers for 10 groups.
-                    param_groups=3 if args.quick else 10,
-                    mesh=mesh,
-                )
-            )
-        except boostax.AlgorithmNotImplementedError as e:
-            missing = ", ".join(e.algorithms)
-            runners.append(RunResult(name, note=f"not built yet: {missing}"))
+    if not args.quick:  # each level's algorithms alone
+        rows += list(speedup.ALGORITHM_ROWS)
+    for name, level, config in rows:
+        arms.append(
+            speedup.level_arm(workload, level, config, name=name, mesh=mesh)
+        )
     print(
-        f"boostax {boostax.__version__} demo: ResNet{tuple(model.stage_sizes)}"
-        f" on digits ({len(digits.x_train)} train / {len(digits.x_test)} "
-        f"test), {epochs} epochs, batch {args.batch_size}, SGD(momentum 0.9, "
-        f"lr {args.learning_rate}), seed {args.seed}, {jax.devices()[0]}; "
-        f"O2 rows data-parallel on {mesh.devices.size} device(s)"
-        + (": AdaSum has nothing to combine" if mesh.devices.size == 1 else ""),
+        f"boostax {boostax.__version__} demo: {workload.description}; "
+        f"{len(workload.digits.x_train)} train / {len(workload.digits.x_test)}"
+        f" test digits, {workload.epochs} epoch(s), test accuracy every "
+        f"{workload.eval_every} steps, seed {args.seed}, {jax.devices()[0]}; "
+        f"O2 rows data-parallel on {mesh.devices.size} device(s); "
+        f"compilation cache: {cache or 'off'}",
         flush=True,
     )
-    results = [
-        r
-        if isinstance(r, RunResult)
-        else train(
-            r,
-            digits,
-            epochs=epochs,
-            batch_size=args.batch_size,
-            seed=args.seed,
-            target=args.target,
+    runs = {
+        arm.name: train_with_progress(arm, workload, args.seed) for arm in arms
+    }
+    repetitions, steps = (3, 2) if args.quick else (args.repetitions, 10)
+    costs = speedup.step_costs(
+        arms, workload, repetitions=repetitions, steps=steps
+    )
+    plain_arm = arms[0]
+    batch = next(workload.batches(0, 0))
+    reports = {
+        arm.name: boostax.cost_report(
+            arm.train_step,
+            arm.init(0),
+            batch,
+            # One-device levels against the hand-written step; data-parallel
+            # ones against plain Optax on the same mesh.
+            baseline=None if arm.data_parallel else plain_arm.step,
         )
-        for r in runners
-    ]
-    print(format_table(results, args.target))
+        for arm in arms[1:]
+    }
+    plain_run = runs[plain_arm.name]
+    plain = {
+        "steps": plain_run.steps_to_target,
+        "seconds": costs[plain_arm.name]["seconds"],
+        "compile": plain_arm.compile_wait,
+        "final_accuracy": plain_run.final_accuracy,
+    }
+    table = {
+        plain_arm.name: {
+            **speedup.row(plain, {**plain, "step_cost_ratio": 1.0}),
+            "flops_ratio": 1.0,
+            "bytes_ratio": 1.0,
+            "projected_speedup": 1.0 if plain["steps"] else None,
+        }
+    }
+    for arm in arms[1:]:
+        table[arm.name] = _row(
+            plain, arm, runs[arm.name], costs[arm.name], reports[arm.name]
+        )
+    print(speedup.format_table(table, workload.target))
+    accelerator = next(iter(reports.values())).accelerator.name
+    print(speedup.legend(accelerator))
+    print(
+        "One seed: benchmarks/speedup.py repeats this over seeds and on a "
+        "CIFAR-shaped workload."
+    )
+    result = {
+        "workload": workload.description,
+        "target": workload.target,
+        "seed": args.seed,
+        "compilation_cache": cache,
+        "rows": table,
+        "runs": {
+            name: {
+                k: v for k, v in dataclasses.asdict(run).items() if k != "state"
+            }
+            for name, run in runs.items()
+        },
+        "step_costs": costs,
+        "cost_reports": {name: r.as_dict() for name, r in reports.items()},
+    }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump([dataclasses.asdict(r) for r in results], f, indent=2)
-    return results
+            json.dump(result, f, indent=2, default=str)
+    return result
 
 
 if __name__ == "__main__":

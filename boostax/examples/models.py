@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The example models: a small ResNet with BatchNorm and an MLP, Linen and NNX.
+"""The example models: small ResNets with BatchNorm and an MLP, Linen and NNX.
 
 The ResNet has the structure LessBN and gradient freezing act on: basic
 blocks ``conv-BN-relu-conv-BN`` with a residual add, and projection
@@ -89,6 +89,68 @@ class ResNet(nn.Module):
             names = [k.key for k in path]
             groups[names[0] not in first].append("/".join(names))
         return groups
+
+
+class Bottleneck(nn.Module):
+    """ResNet bottleneck block: 1x1 reduce, 3x3, 1x1 expand, with BatchNorm.
+
+    ``conv1x1-BN-relu-conv3x3-BN-relu-conv1x1-BN`` plus the shortcut (a
+    projection ``conv1x1-BN`` where the shape changes), then relu.
+    """
+
+    features: int
+    strides: int = 1
+    expansion: int = 4
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        norm = functools.partial(
+            nn.BatchNorm, use_running_average=not train, momentum=BN_MOMENTUM
+        )
+        out = self.features * self.expansion
+        strides = (self.strides, self.strides)
+        y = nn.relu(norm()(nn.Conv(self.features, (1, 1), use_bias=False)(x)))
+        y = nn.Conv(self.features, (3, 3), strides, use_bias=False)(y)
+        y = nn.relu(norm()(y))
+        y = norm()(nn.Conv(out, (1, 1), use_bias=False)(y))
+        if x.shape[-1] != out or self.strides != 1:
+            x = nn.Conv(out, (1, 1), strides, use_bias=False)(x)
+            x = norm()(x)
+        return nn.relu(x + y)
+
+
+class BottleneckResNet(nn.Module):
+    """A CIFAR-style ResNet of bottleneck blocks (NHWC inputs, e.g. 32x32x3).
+
+    The realistic-shape workload of the speed benchmark: with the default
+    sizes it has 22 BatchNorms (stem, 3 per block, 3 projections), of which
+    LessBN removes 15.
+
+    Attributes:
+      stage_sizes: bottleneck blocks per stage; stages after the first
+        halve the resolution.
+      widths: bottleneck widths (each block outputs 4x as many channels);
+        the stem has ``widths[0]``.
+      num_classes: outputs of the final Dense layer.
+    """
+
+    stage_sizes: Sequence[int] = (2, 2, 2)
+    widths: Sequence[int] = (16, 32, 64)
+    num_classes: int = 10
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        x = nn.Conv(self.widths[0], (3, 3), use_bias=False)(x)
+        x = nn.BatchNorm(use_running_average=not train, momentum=BN_MOMENTUM)(x)
+        x = nn.relu(x)
+        for stage, (blocks, width) in enumerate(
+            zip(self.stage_sizes, self.widths, strict=True)
+        ):
+            for block in range(blocks):
+                strides = 2 if stage > 0 and block == 0 else 1
+                x = Bottleneck(width, strides)(x, train)
+        x = jnp.mean(x, axis=(1, 2))
+        return nn.Dense(self.num_classes)(x)
 
 
 class MLP(nn.Module):

@@ -1,0 +1,582 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""What a train step costs, read from XLA before any training.
+
+`executable_cost` reads one compiled executable: FLOPs and bytes accessed
+(``cost_analysis()``), temporary and argument memory (``memory_analysis()``)
+and the bytes each device sends in its collectives (parsed from the compiled
+HLO by `collective_bytes`). `cost_report` does it for every executable of a
+boosted step — one per freeze depth — and for the plain Optax step of the
+same model, weights the depths by how often the freezing sequence runs them,
+and projects a step-time ratio on a named accelerator with the roofline
+model::
+
+    t(step) = max(FLOPs / peak FLOP/s, bytes accessed / peak bytes/s)
+    ratio   = sum_k share_k t(depth k) / t(plain)
+
+Projections are not measurements: XLA fuses differently on each backend, and
+the CPU's cost analysis is what is read here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from boostax._src import config as config_lib
+from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import objectives as objectives_lib
+from boostax._src import train_step as train_step_lib
+
+
+class Accelerator(NamedTuple):
+    """Peak rates of an accelerator, for roofline projections.
+
+    Attributes:
+      name: the accelerator.
+      peak_flops: dense FLOP/s at the precision float32 training uses by
+        default there (TF32 tensor cores on NVIDIA GPUs since Ampere).
+      peak_bytes_per_second: memory bandwidth.
+      source: where the figures come from.
+    """
+
+    name: str
+    peak_flops: float
+    peak_bytes_per_second: float
+    source: str
+
+    def seconds(self, flops: float, bytes_accessed: float) -> float:
+        """The roofline time of a step: its slower of compute and memory."""
+        return max(
+            flops / self.peak_flops,
+            bytes_accessed / self.peak_bytes_per_second,
+        )
+
+
+ACCELERATORS: Mapping[str, Accelerator] = {
+    a.name: a
+    for a in (
+        Accelerator(
+            "NVIDIA H200",
+            494.7e12,
+            4.8e12,
+            "NVIDIA H200 Tensor Core GPU datasheet (SXM): TF32 989 TFLOP/s "
+            "with sparsity, half that dense; HBM3e 4.8 TB/s",
+        ),
+        Accelerator(
+            "NVIDIA A100",
+            156e12,
+            2.039e12,
+            "NVIDIA A100 Tensor Core GPU datasheet (80 GB SXM): TF32 156 "
+            "TFLOP/s dense; HBM2e 2,039 GB/s",
+        ),
+        Accelerator(
+            "TPU v5e",
+            197e12,
+            819e9,
+            "Google Cloud TPU v5e documentation: 197 TFLOP/s bf16 (float32 "
+            "matmuls run as bf16 passes by default); HBM 819 GB/s",
+        ),
+    )
+}
+DEFAULT_ACCELERATOR = "NVIDIA H200"
+
+
+# --------------------------------------------------------------------------
+# One executable.
+# --------------------------------------------------------------------------
+
+_DTYPE_BYTES = {
+    "pred": 1,
+    "s8": 1,
+    "u8": 1,
+    "bf16": 2,
+    "f16": 2,
+    "s16": 2,
+    "u16": 2,
+    "f32": 4,
+    "s32": 4,
+    "u32": 4,
+    "f64": 8,
+    "s64": 8,
+    "u64": 8,
+}
+_COLLECTIVE = re.compile(
+    r"=\s*(?P<out>\([^=]*?\)|\w+\[[\d,]*\](?:\{[\d,]*\})?)\s+"
+    r"(?P<op>collective-permute|all-gather|all-reduce|reduce-scatter|"
+    r"all-to-all)(?:-start)?\("
+)
+
+
+def _shape_bytes(text: str) -> int:
+    return sum(
+        _DTYPE_BYTES[dtype]
+        * int(np.prod([int(d) for d in dims.split(",") if d]))
+        for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", text)
+        if dtype in _DTYPE_BYTES
+    )
+
+
+def _group_size(line: str) -> int:
+    m = re.search(r"replica_groups=\{\{([\d,]+)\}", line)
+    if m:
+        return len(m.group(1).split(","))
+    m = re.search(r"replica_groups=\[\d+,(\d+)\]", line)
+    return int(m.group(1)) if m else 1
+
+
+def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
+    """Bytes one device sends in the collectives of compiled HLO, and counts.
+
+    Per collective, with ``g`` devices in its group and ``n`` the bytes of
+    its result: collective-permute sends ``n``; all-gather (ring)
+    ``n (g - 1) / g``; all-reduce (ring) ``2 n (g - 1) / g``; reduce-scatter
+    ``n (g - 1)``; all-to-all ``n``.
+
+    Args:
+      hlo: the text of a compiled executable (``compiled.as_text()``).
+
+    Returns:
+      ``(bytes sent per device, {collective: count})``.
+
+    Example:
+      >>> import boostax
+      >>> hlo = ("%ar = f32[256]{0} all-reduce(f32[256]{0} %g), "
+      ...        "replica_groups={{0,1,2,3}}, to_apply=%add")
+      >>> boostax.collective_bytes(hlo)
+      (1536.0, {'all-reduce': 1})
+    """
+    total, counts = 0.0, {}
+    for line in hlo.splitlines():
+        line = re.sub(r"/\*.*?\*/", "", line)  # /*index=5*/ in tuples
+        m = _COLLECTIVE.search(line)
+        if not m:
+            continue
+        op, size = m.group("op"), _shape_bytes(m.group("out"))
+        counts[op] = counts.get(op, 0) + 1
+        g = _group_size(line)
+        if op == "all-gather":
+            total += size * (g - 1) / g
+        elif op == "all-reduce":
+            total += 2 * size * (g - 1) / g
+        elif op == "reduce-scatter":
+            total += size * (g - 1)
+        else:  # collective-permute, all-to-all
+            total += size
+    return total, counts
+
+
+class ExecutableCost(NamedTuple):
+    """What XLA says one compiled executable costs, per device.
+
+    Attributes:
+      flops: floating-point operations (``cost_analysis()``).
+      bytes_accessed: bytes read and written by its operations.
+      temp_bytes: temporary buffers (``memory_analysis()``).
+      argument_bytes: its inputs.
+      output_bytes: its outputs.
+      collective_bytes: bytes sent per device by its collectives.
+      collectives: ``{collective: count}``.
+    """
+
+    flops: float
+    bytes_accessed: float
+    temp_bytes: int
+    argument_bytes: int
+    output_bytes: int
+    collective_bytes: float
+    collectives: dict[str, int]
+
+
+def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
+    """Reads the cost of ``jax.jit(f).lower(...).compile()``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, boostax
+      >>> compiled = jax.jit(lambda a, b: a @ b).lower(
+      ...     jnp.ones((8, 16)), jnp.ones((16, 4))).compile()
+      >>> boostax.executable_cost(compiled).flops
+      1024.0
+    """
+    analysis = compiled.cost_analysis() or {}
+    if isinstance(analysis, list):  # older JAX: one dict per computation
+        analysis = analysis[0] if analysis else {}
+    memory = compiled.memory_analysis()
+    sent, counts = collective_bytes(compiled.as_text())
+
+    def read(name):
+        return int(getattr(memory, name, 0) or 0)
+
+    return ExecutableCost(
+        flops=float(analysis.get("flops", 0.0)),
+        bytes_accessed=float(analysis.get("bytes accessed", 0.0)),
+        temp_bytes=read("temp_size_in_bytes"),
+        argument_bytes=read("argument_size_in_bytes"),
+        output_bytes=read("output_size_in_bytes"),
+        collective_bytes=sent,
+        collectives=counts,
+    )
+
+
+# --------------------------------------------------------------------------
+# A whole boosted step against the plain one.
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CostReport:
+    """The cost of a boosted train step against the plain Optax step.
+
+    Print it for a table; `as_dict` for JSON.
+
+    Attributes:
+      executables: ``{name: ExecutableCost}``: ``"plain"`` and one entry per
+        compiled step of the boosted one (``"depth k"`` with freezing, else
+        ``"step"``).
+      shares: ``{name: fraction of the steps it runs}`` over the freezing
+        sequence (1 for a step without freezing).
+      compile_seconds: ``{name: seconds}`` tracing and compiling each one.
+      weighted: the boosted step's FLOPs, bytes accessed and collective
+        bytes averaged over the sequence, and its largest temp memory.
+      ratios: ``weighted`` over the plain step's: ``flops``,
+        ``bytes_accessed``, ``temp_bytes``, ``collective_bytes`` (``None``
+        when the plain step has none) and ``projected_step_time``, the
+        roofline time on `accelerator`.
+      accelerator: the `Accelerator` of the projection.
+      less_bn: LessBN's `LessBNReport`, or ``None`` when it is off.
+      algorithms: the boost algorithms switched on.
+    """
+
+    executables: dict[str, ExecutableCost]
+    shares: dict[str, float]
+    compile_seconds: dict[str, float]
+    weighted: dict[str, float]
+    ratios: dict[str, float | None]
+    accelerator: Accelerator
+    less_bn: Any = None
+    algorithms: tuple[str, ...] = ()
+
+    @property
+    def expected_step_ratio(self) -> float:
+        """The projected step-time ratio (boosted / plain) on the
+        accelerator: below 1 the boosted step is cheaper."""
+        return self.ratios["projected_step_time"]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain Python values, ready for ``json.dump``."""
+        return {
+            "algorithms": list(self.algorithms),
+            "executables": {
+                name: {
+                    **cost._asdict(),
+                    "share": self.shares.get(name),
+                    "compile_seconds": self.compile_seconds.get(name),
+                }
+                for name, cost in self.executables.items()
+            },
+            "weighted": dict(self.weighted),
+            "ratios": dict(self.ratios),
+            "accelerator": self.accelerator._asdict(),
+            "less_bn": None
+            if self.less_bn is None
+            else {
+                "removed": [r.path for r in self.less_bn.removed],
+                "kept": list(self.less_bn.kept),
+                "fn_head": self.less_bn.fn_head,
+                "removed_parameters": self.less_bn.removed_parameters,
+            },
+        }
+
+    def __str__(self) -> str:
+        plain = self.executables["plain"]
+        header = (
+            f"{'executable':<10} {'share':>6} {'GFLOP':>9} {'x plain':>7} "
+            f"{'MB accessed':>11} {'x plain':>7} {'temp MB':>8} "
+            f"{'sent MB':>8} {'compile':>8}"
+        )
+        lines = [
+            "boostax cost report"
+            + (f": {', '.join(self.algorithms)}" if self.algorithms else "")
+            + " vs plain Optax, per device and step",
+            header,
+            "-" * len(header),
+        ]
+
+        def row(name, cost, share, seconds):
+            share = "" if share is None else f"{share:.1%}"
+            seconds = "" if seconds is None else f"{seconds:.1f} s"
+            return (
+                f"{name:<10} {share:>6} {cost.flops / 1e9:>9.4f} "
+                f"{_ratio(cost.flops, plain.flops):>7} "
+                f"{cost.bytes_accessed / 1e6:>11.2f} "
+                f"{_ratio(cost.bytes_accessed, plain.bytes_accessed):>7} "
+                f"{cost.temp_bytes / 1e6:>8.2f} "
+                f"{cost.collective_bytes / 1e6:>8.2f} {seconds:>8}"
+            )
+
+        for name, cost in self.executables.items():
+            lines.append(
+                row(
+                    name,
+                    cost,
+                    self.shares.get(name),
+                    self.compile_seconds.get(name),
+                )
+            )
+        w, r = self.weighted, self.ratios
+        boosted = [n for n in self.executables if n != "plain"]
+        lines += [
+            "-" * len(header),
+            f"{'weighted':<10} {'':>6} {w['flops'] / 1e9:>9.4f} "
+            f"{r['flops']:>6.3f}x {w['bytes_accessed'] / 1e6:>11.2f} "
+            f"{r['bytes_accessed']:>6.3f}x {w['temp_bytes'] / 1e6:>8.2f} "
+            f"{w['collective_bytes'] / 1e6:>8.2f} "
+            f"{sum(self.compile_seconds.get(n, 0.0) for n in boosted):>6.1f} s",
+            f"projected step time on {self.accelerator.name} (roofline, "
+            f"not measured): {r['projected_step_time']:.3f}x plain",
+        ]
+        if self.less_bn is not None:
+            removed = len(self.less_bn.removed)
+            lines.append(
+                f"LessBN: {removed} of {removed + len(self.less_bn.kept)} "
+                "BatchNorms removed"
+                + (
+                    f" ({', '.join(r.path for r in self.less_bn.removed)})"
+                    if removed
+                    else ""
+                )
+            )
+        return "\n".join(lines)
+
+
+def _ratio(value: float, reference: float) -> str:
+    return f"{value / reference:.3f}" if reference else "-"
+
+
+def _names(train_step) -> dict[Any, str]:
+    if train_step.freezing is None:
+        return {None: "step"}
+    keys = sorted(
+        {train_step._depth_key(int(d)) for d in train_step.freezing.sequence}
+    )
+    return {k: f"depth {k}" for k in keys}
+
+
+def _shares(train_step) -> dict[Any, float]:
+    """How often each compiled step runs over the freezing sequence."""
+    if train_step.freezing is None:
+        return {None: 1.0}
+    keys = np.array(
+        [
+            train_step._depth_key(int(d))
+            for d in range(len(train_step.freezing.groups))
+        ]
+    )[train_step.freezing.sequence]
+    values, counts = np.unique(keys, return_counts=True)
+    return {
+        int(v): float(c) / len(keys)
+        for v, c in zip(values, counts, strict=True)
+    }
+
+
+def _plain_step(train_step, state, batch):
+    """The plain Optax step of `train_step`'s original model and optimizer,
+    and its state's shapes (nothing is allocated)."""
+    recipe = train_step.plain_recipe
+    if recipe is None:
+        raise ValueError(
+            "This train step has no recipe for its plain counterpart (it was "
+            "not built by `auto_boost`): pass `baseline=` (a train step or "
+            "a jitted `step(state, batch)`) and `baseline_state=`."
+        )
+    single = train_step_lib.make_train_step(**recipe.kwargs)
+    objective = single.objective
+    if isinstance(objective, objectives_lib.LinenObjective):
+        inputs, _ = objectives_lib.inputs_and_targets(batch)
+
+        def init():
+            variables = objective.module.init(
+                jax.random.PRNGKey(0), inputs, **objective.eval_kwargs
+            )
+            return single.init(variables)
+
+    elif isinstance(objective, objectives_lib.NNXObjective):
+
+        def init():
+            return single.init(objective.module)
+
+    else:
+
+        def init():
+            return single.init(state.params)
+
+    abstract_state = jax.eval_shape(init)
+    if recipe.mesh is None:
+        return single, abstract_state
+    plain = train_step_lib.make_train_step(
+        **recipe.kwargs,
+        data_parallel=data_parallel_lib.DataParallel(recipe.mesh),
+    )
+    replicated = NamedSharding(recipe.mesh, P())
+    abstract_state = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
+        abstract_state,
+    )
+    return plain, abstract_state
+
+
+def _compile_timed(lowerable, *args) -> tuple[jax.stages.Compiled, float]:
+    start = time.perf_counter()
+    compiled = lowerable.lower(*args).compile()
+    return compiled, time.perf_counter() - start
+
+
+def cost_report(
+    train_step,
+    state,
+    batch,
+    *,
+    baseline: Any = None,
+    baseline_state: Any = None,
+    accelerator: str | Accelerator = DEFAULT_ACCELERATOR,
+) -> CostReport:
+    """What a boosted train step will cost against the plain Optax step.
+
+    Compiles every executable of `train_step` (one per freeze depth; they
+    are kept, so training then starts without compiling) and the plain step
+    of the same model and optimizer, and reads their FLOPs, bytes accessed,
+    temporary memory and collective bytes from XLA. The boosted costs are
+    averaged over the freezing sequence, each depth weighted by its share
+    of the steps; the expected step-time ratio is the roofline projection on
+    `accelerator` (see the module docstring). Nothing is trained.
+
+    Args:
+      train_step: a `TrainStep` (from `auto_boost`, or `make_train_step`
+        with `baseline`).
+      state: its state (``train_step.init(...)``).
+      batch: one training batch (only shapes and dtypes are used).
+      baseline: the step to compare with: a `TrainStep`, a jitted
+        ``step(state, batch)``, or one already compiled
+        (``jax.stages.Compiled``); default the plain Optax step of the model
+        and optimizer given to `auto_boost` (on the same mesh, gradients
+        averaged, when the step is data-parallel).
+      baseline_state: `baseline`'s state (or its shapes), unless `baseline`
+        is compiled.
+      accelerator: the name of an entry of `ACCELERATORS`, or an
+        `Accelerator`.
+
+    Returns:
+      A `CostReport`: ``print(report)`` for a table, ``report.as_dict()``
+      for JSON, ``report.expected_step_ratio`` for the projection.
+
+    Example:
+      >>> import jax, optax, boostax
+      >>> from boostax.examples import data, models
+      >>> digits = data.load_digits()
+      >>> model = models.ResNet(stage_sizes=(1, 1), widths=(8, 16))
+      >>> ts = boostax.auto_boost(
+      ...     "O1", {"grad_freeze": {"param_groups": 3, "total_steps": 100}},
+      ...     optimizer=optax.sgd(0.05, momentum=0.9), model=model,
+      ...     loss=models.cross_entropy, sample_inputs=digits.x_train[:1])
+      >>> init = jax.jit(model.init, static_argnames="train")
+      >>> state = ts.init(init(jax.random.PRNGKey(0), digits.x_train[:1],
+      ...                      train=False))
+      >>> batch = (digits.x_train[:32], digits.y_train[:32])
+      >>> report = boostax.cost_report(ts, state, batch)
+      >>> sorted(report.executables)
+      ['depth 0', 'depth 1', 'depth 2', 'plain']
+      >>> bool(report.ratios["flops"] < 1.0)
+      True
+    """
+    if isinstance(accelerator, str):
+        if accelerator not in ACCELERATORS:
+            raise ValueError(
+                f"`accelerator` must be one of {sorted(ACCELERATORS)} or an "
+                f"Accelerator, got {accelerator!r}."
+            )
+        accelerator = ACCELERATORS[accelerator]
+    if not isinstance(accelerator, Accelerator):
+        raise TypeError(
+            "`accelerator` must be a name or an Accelerator, got "
+            f"{type(accelerator).__name__}."
+        )
+    precompiled = isinstance(baseline, jax.stages.Compiled)
+    if not precompiled and (baseline is None) != (baseline_state is None):
+        raise ValueError(
+            "Pass `baseline` and `baseline_state` together (or neither, for "
+            "the plain step of the model given to `auto_boost`; or a "
+            "compiled `baseline` alone)."
+        )
+    if baseline is None:
+        baseline, baseline_state = _plain_step(train_step, state, batch)
+    if precompiled:
+        plain_compiled, plain_seconds = baseline, None
+    elif isinstance(baseline, train_step_lib.TrainStep):
+        plain_compiled, plain_seconds = _compile_timed(
+            baseline._jitted(None), baseline_state, baseline._batch(batch)
+        )
+    else:
+        plain_compiled, plain_seconds = _compile_timed(
+            baseline, baseline_state, batch
+        )
+
+    compiled = train_step.compile_all(state, batch)
+    names = _names(train_step)
+    shares = _shares(train_step)
+    costs = {"plain": executable_cost(plain_compiled)}
+    costs.update({names[k]: executable_cost(compiled[k]) for k in names})
+    compile_seconds = {} if plain_seconds is None else {"plain": plain_seconds}
+    compile_seconds.update(
+        {
+            names[k]: train_step.compile_seconds[k]
+            for k in names
+            if k in train_step.compile_seconds
+        }
+    )
+
+    def mean(field):
+        return sum(shares[k] * getattr(costs[names[k]], field) for k in names)
+
+    weighted = {
+        "flops": mean("flops"),
+        "bytes_accessed": mean("bytes_accessed"),
+        "collective_bytes": mean("collective_bytes"),
+        "temp_bytes": max(costs[names[k]].temp_bytes for k in names),
+    }
+    plain = costs["plain"]
+    projected = sum(
+        shares[k]
+        * accelerator.seconds(
+            costs[names[k]].flops, costs[names[k]].bytes_accessed
+        )
+        for k in names
+    ) / accelerator.seconds(plain.flops, plain.bytes_accessed)
+
+    def ratio(field, value):
+        reference = getattr(plain, field)
+        return value / reference if reference else None
+
+    config = train_step.config
+    return CostReport(
+        executables=costs,
+        shares={names[k]: shares[k] for k in names},
+        compile_seconds=compile_seconds,
+        weighted=weighted,
+        ratios={
+            **{field: ratio(field, value) for field, value in weighted.items()},
+            "projected_step_time": projected,
+        },
+        accelerator=accelerator,
+        less_bn=train_step.less_bn_report,
+        algorithms=()
+        if config is None
+        else tuple(a for a in config_lib.ALGORITHMS if config.is_enabled(a)),
+    )

@@ -1,0 +1,128 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for compiling the freeze depths in background threads."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl.testing import absltest
+
+import boostax
+from boostax._src import train_step as train_step_lib
+from boostax.examples import models
+from tests import _utils
+
+GROUPS = 3
+CONFIG = {
+    "boost": {"mode": "manual", "grad_freeze": True},
+    "grad_freeze": {"param_groups": GROUPS, "total_steps": 40},
+}
+
+
+def _step(background, **kwargs):
+    digits = _utils.digits(flat=True)
+    model = models.MLP(features=(16,) * 5)
+    ts = boostax.auto_boost(
+        "O1",
+        CONFIG,
+        optimizer=optax.adam(1e-2),
+        model=model,
+        loss=models.cross_entropy,
+        sample_inputs=digits.x_train[:1],
+        background_compile=background,
+        **kwargs,
+    )
+    variables = model.init(jax.random.PRNGKey(0), digits.x_train[:1])
+    return ts, ts.init(variables)
+
+
+def _batches(n=12, size=32):
+    digits = _utils.digits(flat=True)
+    return [
+        (
+            digits.x_train[i * size : (i + 1) * size],
+            digits.y_train[i * size : (i + 1) * size],
+        )
+        for i in range(n)
+    ]
+
+
+class BackgroundCompileTest(absltest.TestCase):
+    def test_same_bits_as_ahead_of_time(self):
+        batches = _batches()
+        ahead, state = _step(background=False)
+        ahead.compile_all(state, batches[0])
+        # Compiled on the spot: the wait is the compile time.
+        self.assertEqual(sorted(ahead.compile_seconds), list(range(GROUPS)))
+        self.assertAlmostEqual(
+            ahead.compile_wait_seconds,
+            sum(ahead.compile_seconds.values()),
+            delta=0.5,
+        )
+        background, other = _step(background=True)
+        depths = []
+        for batch in batches:
+            state, _ = ahead(state, batch)
+            other, metrics = background(other, batch)
+            depths.append(int(metrics["frozen_groups"]))
+        self.assertGreater(len(set(depths)), 1)  # several depths ran
+        _utils.assert_trees_equal(other, state)
+        # Every depth of the sequence compiled once, in the background.
+        compile_all = background.compile_all(other, batches[0])
+        self.assertEqual(background.pending_compiles, 0)
+        self.assertEqual(sorted(compile_all), list(range(GROUPS)))
+        self.assertEqual(background.trace_count, GROUPS)
+        self.assertEqual(
+            sorted(background.compile_seconds), list(range(GROUPS))
+        )
+        self.assertGreater(background.compile_wait_seconds, 0.0)
+
+    def test_depths_in_order_of_first_use(self):
+        ts, state = _step(background=False)
+        sequence = ts.freezing.sequence
+        for position in (0, 7, len(sequence) - 1):
+            order = ts._depths_by_first_use(position)
+            rolled = [
+                ts._depth_key(int(d)) for d in np.roll(sequence, -position)
+            ]
+            expected = list(dict.fromkeys(rolled))
+            self.assertEqual(order, expected)
+
+    def test_donated_state_and_other_shapes(self):
+        batches = _batches()
+        ts, state = _step(background=True, donate_state=True)
+        for batch in batches[:4]:
+            state, _ = ts(state, batch)
+        traces = ts.trace_count
+        # A smaller batch is not what was compiled: jit compiles for it.
+        small = (batches[4][0][:7], batches[4][1][:7])
+        state, metrics = ts(state, small)
+        self.assertTrue(np.isfinite(float(metrics["loss"])))
+        self.assertEqual(ts.trace_count, traces + 1)
+
+    def test_a_failing_compile_raises_at_the_step(self):
+        def broken(params, batch):
+            raise RuntimeError("broken loss")
+
+        ts = train_step_lib.TrainStep(
+            boostax.make_objective(loss_fn=broken),
+            optax.sgd(0.1),
+            freezing=boostax.Freezing(((("w",),),), np.zeros(4, np.int32)),
+            background_compile=True,
+        )
+        state = ts.init({"w": jnp.zeros(3)})
+        with self.assertRaisesRegex(RuntimeError, "broken loss"):
+            ts(state, (jnp.ones(3), jnp.ones(())))
+
+    def test_default_follows_the_environment(self):
+        # tests/conftest.py sets BOOSTAX_BACKGROUND_COMPILE=0.
+        self.assertFalse(train_step_lib.BACKGROUND_COMPILE)
+        ts, _ = _step(background=None)
+        self.assertFalse(ts.background_compile)
+        ts, _ = _step(background=True)
+        self.assertTrue(ts.background_compile)
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,251 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for `boostax.cost_report`, the cost reader and the timer."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl.testing import absltest
+from flax import nnx
+
+import boostax
+from boostax.examples import models
+from tests import _utils
+
+
+def _resnet_o1(groups=3, total_steps=50):
+    digits = _utils.digits()
+    model = models.ResNet(stage_sizes=(1, 1), widths=(8, 16))
+    ts = boostax.auto_boost(
+        "O1",
+        {"grad_freeze": {"param_groups": groups, "total_steps": total_steps}},
+        optimizer=optax.sgd(0.05, momentum=0.9),
+        model=model,
+        loss=models.cross_entropy,
+        sample_inputs=digits.x_train[:1],
+    )
+    init = jax.jit(model.init, static_argnames="train")  # one compile
+    state = ts.init(
+        init(jax.random.PRNGKey(0), digits.x_train[:1], train=False)
+    )
+    return ts, state, (digits.x_train[:16], digits.y_train[:16])
+
+
+class CollectiveBytesTest(absltest.TestCase):
+    def test_rules(self):
+        hlo = "\n".join(
+            [
+                "%a = f32[100]{0} all-reduce(f32[100]{0} %x), "
+                "replica_groups={{0,1,2,3}}, to_apply=%add",
+                "%b = bf16[8,4]{1,0} all-gather(bf16[2,4]{1,0} %y), "
+                "replica_groups=[2,4]<=[8], dimensions={0}",
+                "%c = f32[10]{0} collective-permute(f32[10]{0} %z), "
+                "source_target_pairs={{0,1}}",
+                "%d = (f32[3]{0}, /*index=1*/f32[5]{0}) all-reduce-start("
+                "f32[3]{0} %p, f32[5]{0} %q), replica_groups={{0,1}}",
+                "%e = f32[6]{0} reduce-scatter(f32[24]{0} %r), "
+                "replica_groups={{0,1,2,3}}, dimensions={0}",
+                "%f = f32[4]{0} add(f32[4]{0} %s, f32[4]{0} %t)",
+            ]
+        )
+        sent, counts = boostax.collective_bytes(hlo)
+        expected = (
+            2 * 400 * 3 / 4  # all-reduce, ring, 4 devices
+            + 64 * 3 / 4  # all-gather of 64 bytes over groups of 4
+            + 40  # collective-permute
+            + 2 * 32 * 1 / 2  # async all-reduce of a tuple, 2 devices
+            + 24 * 3  # reduce-scatter
+        )
+        self.assertAlmostEqual(sent, expected)
+        self.assertEqual(
+            counts,
+            {
+                "all-reduce": 2,
+                "all-gather": 1,
+                "collective-permute": 1,
+                "reduce-scatter": 1,
+            },
+        )
+
+
+class ExecutableCostTest(absltest.TestCase):
+    def test_matmul(self):
+        compiled = (
+            jax.jit(lambda a, b: a @ b)
+            .lower(jnp.ones((8, 16)), jnp.ones((16, 4)))
+            .compile()
+        )
+        cost = boostax.executable_cost(compiled)
+        self.assertEqual(cost.flops, 2 * 8 * 16 * 4)
+        self.assertEqual(cost.argument_bytes, 4 * (8 * 16 + 16 * 4))
+        self.assertEqual(cost.output_bytes, 4 * 8 * 4)
+        self.assertEqual(cost.collective_bytes, 0.0)
+
+
+class CostReportTest(absltest.TestCase):
+    def test_o1_weighted_over_the_sequence(self):
+        ts, state, batch = _resnet_o1()
+        report = boostax.cost_report(ts, state, batch)
+        self.assertEqual(
+            sorted(report.executables),
+            ["depth 0", "depth 1", "depth 2", "plain"],
+        )
+        sequence = ts.freezing.sequence
+        for k in range(3):
+            self.assertAlmostEqual(
+                report.shares[f"depth {k}"], float(np.mean(sequence == k))
+            )
+        weighted = sum(
+            report.shares[f"depth {k}"] * report.executables[f"depth {k}"].flops
+            for k in range(3)
+        )
+        self.assertAlmostEqual(report.weighted["flops"], weighted)
+        plain = report.executables["plain"]
+        self.assertAlmostEqual(report.ratios["flops"], weighted / plain.flops)
+        # LessBN and freezing both save: FLOPs and bytes fall, each depth
+        # below the one before.
+        flops = [report.executables[f"depth {k}"].flops for k in range(3)]
+        self.assertLess(flops[0], plain.flops)
+        self.assertTrue(flops[0] > flops[1] > flops[2], flops)
+        self.assertLess(report.ratios["bytes_accessed"], 1.0)
+        self.assertLess(report.expected_step_ratio, 1.0)
+        self.assertEqual(len(report.less_bn.removed), 3)
+        self.assertEqual(report.algorithms, ("less_bn", "grad_freeze"))
+        self.assertEqual(set(report.compile_seconds), set(report.executables))
+        text = str(report)
+        for name in ("plain", "depth 2", "weighted", "projected", "LessBN"):
+            self.assertIn(name, text)
+        json.dumps(report.as_dict())  # serializable
+        # The executables are kept: training starts without compiling.
+        traces = ts.trace_count
+        ts(state, batch)
+        self.assertEqual(ts.trace_count, traces)
+
+    def test_o0_equals_plain(self):
+        digits = _utils.digits()
+        model = models.ResNet(stage_sizes=(1, 1), widths=(8, 16))
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.adam(1e-3),
+            model=model,
+            loss=models.cross_entropy,
+        )
+        state = ts.init(
+            model.init(jax.random.PRNGKey(0), digits.x_train[:1], train=False)
+        )
+        report = boostax.cost_report(
+            ts, state, (digits.x_train[:8], digits.y_train[:8])
+        )
+        self.assertEqual(sorted(report.executables), ["plain", "step"])
+        self.assertEqual(report.ratios["flops"], 1.0)
+        self.assertEqual(report.ratios["bytes_accessed"], 1.0)
+        self.assertEqual(report.expected_step_ratio, 1.0)
+        self.assertIsNone(report.less_bn)
+
+    def test_nnx_and_plain_functions(self):
+        digits = _utils.digits(flat=True)
+        batch = (digits.x_train[:8], digits.y_train[:8])
+        module = models.NNXMLP(rngs=nnx.Rngs(0))
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.sgd(0.1),
+            model=module,
+            loss=models.cross_entropy,
+        )
+        report = boostax.cost_report(ts, ts.init(module), batch)
+        self.assertEqual(report.ratios["flops"], 1.0)
+
+        def loss_fn(w, batch):
+            return jnp.mean((batch[0] @ w - batch[1]) ** 2)
+
+        fn = boostax.auto_boost("O0", optimizer=optax.sgd(0.1), loss_fn=loss_fn)
+        state = fn.init(jnp.zeros((64,)))
+        report = boostax.cost_report(
+            fn, state, (digits.x_train[:8], jnp.ones(8))
+        )
+        self.assertEqual(report.ratios["flops"], 1.0)
+
+    def test_data_parallel_counts_collectives(self):
+        digits = _utils.digits(flat=True)
+        mesh = jax.make_mesh((4,), ("data",), devices=jax.devices()[:4])
+        model = models.MLP()
+        ts = boostax.auto_boost(
+            "O2",
+            {
+                "boost": {
+                    "mode": "manual",
+                    "less_bn": False,
+                    "grad_freeze": False,
+                    "adasum": True,
+                },
+                "common": {"device_number": 1},
+            },
+            optimizer=optax.sgd(0.1),
+            model=model,
+            loss=models.cross_entropy,
+            mesh=mesh,
+        )
+        state = ts.init(model.init(jax.random.PRNGKey(0), digits.x_train[:1]))
+        report = boostax.cost_report(
+            ts, state, (digits.x_train[:32], digits.y_train[:32])
+        )
+        plain = report.executables["plain"]
+        # The plain step averages the gradients over the same mesh.
+        self.assertGreater(plain.collective_bytes, 0)
+        self.assertIn("all-reduce", plain.collectives)
+        self.assertGreater(report.weighted["collective_bytes"], 0)
+        self.assertIn(
+            "collective-permute", report.executables["step"].collectives
+        )
+        self.assertIsNotNone(report.ratios["collective_bytes"])
+
+    def test_explicit_baseline_and_errors(self):
+        ts, state, batch = _resnet_o1()
+        with self.assertRaisesRegex(ValueError, "`accelerator` must be one"):
+            boostax.cost_report(ts, state, batch, accelerator="GPU")
+        with self.assertRaisesRegex(TypeError, "`accelerator` must be"):
+            boostax.cost_report(ts, state, batch, accelerator=1.0)
+        with self.assertRaisesRegex(ValueError, "`baseline_state` together"):
+            boostax.cost_report(ts, state, batch, baseline=ts)
+        plain = boostax.make_train_step(
+            optax.sgd(0.1), loss_fn=lambda w, b: jnp.sum(w**2)
+        )
+        with self.assertRaisesRegex(ValueError, "no recipe"):
+            boostax.cost_report(plain, plain.init(jnp.ones(3)), batch)
+        # A compiled baseline needs no state; its compile time is unknown.
+        compiled = ts.lower(state, batch, 0).compile()
+        report = boostax.cost_report(ts, state, batch, baseline=compiled)
+        self.assertAlmostEqual(
+            report.ratios["flops"] * compiled.cost_analysis()["flops"],
+            report.weighted["flops"],
+            places=1,
+        )
+        self.assertNotIn("plain", report.compile_seconds)
+        custom = boostax.Accelerator("chip", 1e12, 1e9, "made up")
+        report = boostax.cost_report(
+            ts, state, batch, baseline=compiled, accelerator=custom
+        )
+        self.assertEqual(report.accelerator, custom)
+
+
+class TimingTest(absltest.TestCase):
+    def test_interleaved_order_and_ratio(self):
+        calls = []
+        runs = {
+            "a": lambda: calls.append("a"),
+            "b": lambda: calls.append("b"),
+        }
+        samples = boostax.interleaved_timings(runs, repetitions=3, steps=2)
+        self.assertEqual(calls, ["a", "b", "a", "b", "b", "a", "a", "b"])
+        self.assertEqual([len(v) for v in samples.values()], [3, 3])
+        self.assertTrue(all(t >= 0 for v in samples.values() for t in v))
+        self.assertEqual(boostax.paired_ratio([2.0, 4.0, 9.0], [1.0] * 3), 4.0)
+        with self.assertRaisesRegex(ValueError, "`repetitions` and `steps`"):
+            boostax.interleaved_timings(runs, repetitions=0, steps=1)
+
+
+if __name__ == "__main__":
+    absltest.main()
