@@ -194,9 +194,17 @@ class AutoBoostAccumulationTest(absltest.TestCase):
             loss=models.cross_entropy,
         )
         expected = multi.init(variables)
+        updated, has_updated = [], []
         for batch in batches:
-            state, _ = ts(state, batch)
+            state, metrics = ts(state, batch)
             expected, _ = multi(expected, batch)
+            updated.append(bool(metrics["updated"]))
+            has_updated.append(bool(boostax.has_updated(state)))  # TrainState
+        self.assertEqual(updated, [False, False, True] * 2)
+        self.assertEqual(has_updated, updated)
+        self.assertEqual(
+            bool(boostax.has_updated(state.opt_state)), updated[-1]
+        )
         _utils.assert_trees_all_close(
             state.params, expected.params, rtol=1e-6, atol=1e-7
         )
@@ -212,6 +220,10 @@ class AutoBoostAccumulationTest(absltest.TestCase):
         self.assertNotIsInstance(
             state.opt_state, boostax.GradientAccumulationState
         )
+        with self.assertRaisesRegex(
+            TypeError, "holding one .*got TrainState without one"
+        ):
+            boostax.has_updated(state)
 
     def test_freezing_keeps_a_depth_for_k_micro_steps(self):
         model = models.ResNet(stage_sizes=(1, 1), widths=(16, 32))

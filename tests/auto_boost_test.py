@@ -110,6 +110,15 @@ class RefusalTest(parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "`level` must be one of"):
             _mlp_auto_boost("O3")
 
+    def test_level_given_as_the_config(self):
+        # Read as a JSON path, it was a bare FileNotFoundError: 'O1'.
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`config` must be a boost config dict, a BoostConfig, the path "
+            r"of a JSON file .*; got the level string 'O1'",
+        ):
+            _mlp_auto_boost("O1", "O1")
+
 
 class AutoBoostClassTest(parameterized.TestCase):
     def test_defaults(self):

@@ -111,6 +111,36 @@ class OptimizerProcessTest(parameterized.TestCase):
         with self.assertRaisesRegex(TypeError, "pass `sample_inputs=`"):
             boostax.OptimizerProcess.build_params_dict(_models.MobileNetV2ish())
 
+    def test_reduced_linen_model_excludes_fn_head_and_grouped_convs(self):
+        # As auto_boost's mask (the LessBN plan's `excluded_from_gc`).
+        reduced = boostax.less_bn(
+            models.ResNet(stage_sizes=(1, 1), widths=(16, 32)), X, fn_flag=True
+        )
+        process = boostax.OptimizerProcess(optax.sgd(1.0))
+        process.add_grad_centralization(reduced, X)
+        params = reduced.init(jax.random.PRNGKey(0), X, train=False)["params"]
+        grads = jax.tree.map(
+            lambda p: jnp.arange(p.size, dtype=p.dtype).reshape(p.shape),
+            params,
+        )
+        tx = process.generate_new_optimizer()
+        updates, _ = tx.update(grads, tx.init(params), params)
+        np.testing.assert_array_equal(
+            updates["Dense_0"]["kernel"], -grads["Dense_0"]["kernel"]
+        )
+        kernel = ("BasicBlock_0", "Conv_0", "kernel")
+        np.testing.assert_allclose(
+            updates[kernel[0]][kernel[1]]["kernel"],
+            -_reference_centralize(grads[kernel[0]][kernel[1]]["kernel"]),
+            atol=1e-3,
+        )
+        mobilenet = boostax.less_bn(_models.MobileNetV2ish(), X, fn_flag=True)
+        params_dict = boostax.OptimizerProcess.build_params_dict(mobilenet, X)
+        self.assertEqual(
+            params_dict[("ir_residual", "depthwise")], "grouped_conv"
+        )
+        self.assertEqual(params_dict[("fc",)], "fn_head")
+
     def test_errors(self):
         with self.assertRaisesRegex(ValueError, "need `param_labels`"):
             boostax.OptimizerProcess({"a": optax.sgd(0.1)})

@@ -5,6 +5,7 @@
 import dataclasses
 import json
 import os
+import re
 import tempfile
 import warnings
 
@@ -382,7 +383,9 @@ class ErrorTest(parameterized.TestCase):
         ("timeout", "dim_reduce", "timeout", -1, ">= 0"),
         ("rho_zero", "dim_reduce", "rho", 0, r"in \(0, 1\)"),
         ("rho_one", "dim_reduce", "rho", 1.0, r"in \(0, 1\)"),
-        ("gamma", "dim_reduce", "gamma", 1.2, r"in \(0, 1\)"),
+        ("gamma", "dim_reduce", "gamma", 1.2, r"in \[0, 1\)"),
+        ("gamma_one", "dim_reduce", "gamma", 1.0, r"in \[0, 1\)"),
+        ("gamma_negative", "dim_reduce", "gamma", -0.1, r"in \[0, 1\)"),
         ("sigma", "dim_reduce", "sigma", 0.0, r"in \(0, 1\)"),
         ("alpha", "dim_reduce", "alpha", -0.001, ">= 0"),
         (
@@ -412,6 +415,10 @@ class ErrorTest(parameterized.TestCase):
             }
         )
         self.assertEqual(config.grad_freeze.freeze_p, 0.0)
+        # gamma = 0 (no residual momentum), as `boostax.dim_reduce` accepts.
+        self.assertEqual(
+            self._load({"dim_reduce": {"gamma": 0}}).dim_reduce.gamma, 0.0
+        )
         self.assertEqual(
             self._load({"grad_freeze": {"freeze_p": 1}}).grad_freeze.freeze_p,
             1.0,
@@ -440,8 +447,38 @@ class ErrorTest(parameterized.TestCase):
             boostax.BoostConfig().is_enabled("adasun")
 
     def test_missing_json_file(self):
-        with self.assertRaises(FileNotFoundError):
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            "`config` must be a boost config dict.*'/nonexistent/boost.json',"
+            " which names no file",
+        ):
             boostax.boost_config("O0", "/nonexistent/boost.json")
+
+    def test_malformed_json_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "boost.json")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write('{"boost": {"mode": "auto",}}\n')
+            with self.assertRaisesRegex(
+                ValueError,
+                rf"The boost config file '{re.escape(path)}' is not valid "
+                r"JSON: .* at line 1, column 27 \(character 26\)",
+            ):
+                boostax.boost_config("O0", path)
+
+    def test_level_given_as_config(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            "`config` must be a boost config dict.*got the level string 'O1'."
+            " The level is the first argument",
+        ):
+            boostax.boost_config("O1", "O1")
+        with self.assertRaisesRegex(
+            ValueError, "`boost_config_dict` must be .*level string 'O2'"
+        ):
+            boostax.AutoBoost("O1", "O2")
+        with self.assertRaisesRegex(TypeError, "`config` must be .*got int"):
+            boostax.boost_config("O0", 3)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,37 @@ def _adasum_tree(vectors):
     return vectors[0]
 
 
+def _adasum_cosine(trees):
+    """Float64 mean over AdaSum's combinations of the per-leaf cosines."""
+    vectors = [
+        [np.asarray(x, np.float64).ravel() for x in jax.tree.leaves(t)]
+        for t in trees
+    ]
+    cosines = []
+
+    def combine(a, b):
+        cosines.append(
+            np.mean(
+                [
+                    np.vdot(x, y) / (np.linalg.norm(x) * np.linalg.norm(y))
+                    for x, y in zip(a, b, strict=True)
+                ]
+            )
+        )
+        return [_adasum_pair(x, y) for x, y in zip(a, b, strict=True)]
+
+    q = 1 << (len(vectors).bit_length() - 1)
+    for k in range(len(vectors) - q):
+        vectors[k] = combine(vectors[k], vectors[q + k])
+    vectors = vectors[:q]
+    while len(vectors) > 1:
+        vectors = [
+            combine(vectors[i], vectors[i + 1])
+            for i in range(0, len(vectors), 2)
+        ]
+    return np.mean(cosines) if cosines else np.nan
+
+
 def _per_device(x):
     """The values an array holds on each of its devices, in device order."""
     shards = sorted(x.addressable_shards, key=lambda s: s.device.id)
@@ -146,7 +177,7 @@ class DataParallelStepTest(parameterized.TestCase):
             optax.sgd(lr),
             data_parallel=boostax.DataParallel(_mesh(n), reduction="adasum"),
         )
-        state, _ = ts(ts.init(_params()), _batch())
+        state, metrics = ts(ts.init(_params()), _batch())
         grads = [
             jax.grad(loss_fn)(_params(), shard)
             for shard in _contiguous_shards(_batch(), n)
@@ -160,6 +191,11 @@ class DataParallelStepTest(parameterized.TestCase):
             state.params, expected, rtol=1e-5, atol=1e-6
         )
         _assert_replicated(state.params)
+        # The mean cosine of the combined updates (NaN: one device, none).
+        np.testing.assert_allclose(
+            metrics["adasum_cosine"], _adasum_cosine(grads), rtol=1e-5
+        )
+        self.assertTrue(n == 1 or -1 <= metrics["adasum_cosine"] <= 1)
 
     def test_adasum_gradients_equals_adasum_of_sgd_updates(self):
         results = []
@@ -199,7 +235,7 @@ class DataParallelStepTest(parameterized.TestCase):
                 boostax.node_mesh(4), reduction="adasum", local_axis="local"
             ),
         )
-        state, _ = ts(ts.init(_params()), _batch())
+        state, metrics = ts(ts.init(_params()), _batch())
         node_grads = [
             jax.grad(loss_fn)(_params(), shard)
             for shard in _contiguous_shards(_batch(), 2)
@@ -211,6 +247,9 @@ class DataParallelStepTest(parameterized.TestCase):
         )
         _utils.assert_trees_all_close(
             state.params, expected, rtol=1e-5, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            metrics["adasum_cosine"], _adasum_cosine(node_grads), rtol=1e-5
         )
 
     def test_an_overflow_on_one_device_skips_the_step_everywhere(self):

@@ -127,10 +127,12 @@ class DimReduceTest(parameterized.TestCase):
         ts = boostax.TrainStep(boostax.make_objective(loss_fn=loss_fn), tx)
         state = ts.init(params)
         batches = _batches(5)
-        steps = []
+        steps, trials_run = [], []
         for batch in batches:
-            state, _ = ts(state, batch)
+            state, metrics = ts(state, batch)
             steps.append(float(state.opt_state.step_size))
+            self.assertEqual(float(metrics["dim_reduce_step_size"]), steps[-1])
+            trials_run.append(int(metrics["dim_reduce_trials"]))
         expected, expected_steps = reference_dim_reduce(
             np.asarray(ravel_pytree(params)[0], np.float64),
             p,
@@ -143,6 +145,12 @@ class DimReduceTest(parameterized.TestCase):
         )
         np.testing.assert_allclose(steps, expected_steps, rtol=1e-6)
         self.assertEqual({round(r, 6) for r in steps}, step_sizes)
+        # Trial i (from 0) accepted: i + 1 trials run; none: all of them.
+        expected_trials = [
+            1 + round(np.log(r) / np.log(rho)) if r else trials
+            for r in expected_steps
+        ]
+        self.assertEqual(trials_run, expected_trials)
         np.testing.assert_allclose(
             ravel_pytree(state.params)[0], expected, rtol=1e-5, atol=1e-6
         )
@@ -176,6 +184,10 @@ class DimReduceTest(parameterized.TestCase):
             dim_reduce_lib.dim_reduce(np.eye(2), rho=1.5)
         with self.assertRaisesRegex(ValueError, "`alpha` must be >= 0"):
             dim_reduce_lib.dim_reduce(np.eye(2), alpha=-1.0)
+        # gamma in [0, 1), as the config's `dim_reduce.gamma`.
+        dim_reduce_lib.dim_reduce(np.eye(2), gamma=0.0)
+        with self.assertRaisesRegex(ValueError, r"`gamma` must be in \[0, 1\)"):
+            dim_reduce_lib.dim_reduce(np.eye(2), gamma=1.0)
         with self.assertRaisesRegex(ValueError, "`max_trials` must be"):
             dim_reduce_lib.dim_reduce(np.eye(2), max_trials=0)
         with self.assertRaisesRegex(ValueError, "`pca_matrix` must be"):
@@ -313,13 +325,43 @@ class AutoBoostDimReduceTest(parameterized.TestCase):
             )
         state = ts.init(params)
         batch1, batch2 = _batches(2)
-        state, _ = ts(state, batch1)
+        state, metrics = ts(state, batch1)
         _utils.assert_trees_equal(state.params, params)  # micro-step
-        state, _ = ts(state, batch2)
+        self.assertFalse(metrics["updated"])
+        self.assertFalse(boostax.has_updated(state))
+        self.assertEqual(int(metrics["dim_reduce_trials"]), 0)  # no update
+        state, metrics = ts(state, batch2)
         self.assertFalse(np.array_equal(state.params["w1"], params["w1"]))
+        self.assertTrue(metrics["updated"])
+        self.assertTrue(boostax.has_updated(state))
+        self.assertBetween(int(metrics["dim_reduce_trials"]), 1, 2)
         self.assertIsInstance(
             state.opt_state.inner_state, boostax.DimReduceState
         )
+
+    def test_no_pca_source_names_auto_boosts_arguments(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"no source for it \(`pca_mat_path` '.*pca.npy' does not "
+            r"exist\): pass `pca_matrix=` .* or `trajectory=`",
+        ):
+            with tempfile.TemporaryDirectory() as tmp:
+                boostax.auto_boost(
+                    "O0",
+                    self._config(os.path.join(tmp, "pca.npy")),
+                    optimizer=optax.sgd(1.0),
+                    loss_fn=loss_fn,
+                )
+        with self.assertRaisesRegex(
+            ValueError, r"`trajectory` must be a boostax.Trajectory .*\(5,\)"
+        ):
+            boostax.auto_boost(
+                "O0",
+                self._config(None),
+                optimizer=optax.sgd(1.0),
+                loss_fn=loss_fn,
+                trajectory=np.zeros(5),
+            )
 
     def test_too_few_snapshots(self):
         _, trajectory = _trajectory(steps=3)

@@ -3,6 +3,7 @@
 """Tests for `boostax._src.freezing` and frozen train steps."""
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -163,6 +164,31 @@ class GroupsTest(parameterized.TestCase):
                 {"w": jnp.ones(3), "b": jnp.ones(3)}, 3
             )
         self.assertEqual(groups[0], groups[2])
+
+    def test_too_many_groups_warns_at_the_users_line(self):
+        # O1's default 10 groups on a model of 7 chunks: the warning points
+        # at this file (not freezing.py) and says how many groups would do.
+        model = models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            boostax.auto_boost(
+                "O1",
+                {"boost": {"mode": "manual", "less_bn": False}},
+                optimizer=optax.sgd(0.1),
+                model=model,
+                loss=models.cross_entropy,
+                sample_inputs=X,
+            )
+        (w,) = [w for w in caught if "no freezing" in str(w.message)]
+        self.assertEqual(w.filename, __file__)
+        self.assertIn("at most 7 `param_groups`", str(w.message))
+        groups = boostax.split_parameters_groups(model, 7, sample_inputs=X)
+        self.assertLen(set(groups), 7)  # 7 groups freeze: all differ
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            boostax.split_parameters_groups({"w": jnp.ones(3)}, 2)
+        self.assertEqual(caught[0].filename, __file__)
+        self.assertIn("nothing can be frozen", str(caught[0].message))
 
     def test_model_needs_sample_inputs(self):
         with self.assertRaisesRegex(TypeError, "pass `sample_inputs=`"):

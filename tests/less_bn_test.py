@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax._src.less_bn` and `boostax._src.model_graph`."""
 
+import itertools
 import math
 
 import jax
@@ -11,11 +12,12 @@ import optax
 from absl.testing import absltest, parameterized
 from flax import linen as nn
 from flax import nnx
+from flax.core import unfreeze as flax_unfreeze
 
 import boostax
-from boostax._src import model_graph
+from boostax._src import less_bn_patterns, model_graph
 from boostax.examples import models
-from tests import _models, _utils
+from tests import _models, _patterns, _utils
 
 X = np.zeros((2, 8, 8, 1), np.float32)
 SMALL_RESNET = dict(stage_sizes=(1, 1), widths=(16, 32))
@@ -58,34 +60,43 @@ CASES = {
         ],
         ["stem_norm", "first/n_c", "second/n_c"],
     ),
+    # The residual block follows the stem's ReLU6, which pattern 7 does not
+    # accept (it wants a BN output); the strided block reads a residual add
+    # (pattern 8); the head BN goes by pattern 10.
     "mobilenet_linen": (
         _models.MobileNetV2ish,
-        ["ir_residual/expand_norm", "head_norm"],
+        ["ir_down/expand_norm", "head_norm"],
         [
             "stem_norm",
+            "ir_residual/expand_norm",
             "ir_residual/dw_norm",
             "ir_residual/project_norm",
-            "ir_down/expand_norm",
             "ir_down/dw_norm",
             "ir_down/project_norm",
         ],
     ),
     "mobilenet_nnx": (
         lambda: _models.NNXMobileNetV2ish(rngs=nnx.Rngs(0)),
-        ["blocks/0/expand_norm", "head_norm"],
+        ["blocks/1/expand_norm", "head_norm"],
         [
             "stem_norm",
+            "blocks/0/expand_norm",
             "blocks/0/dw_norm",
             "blocks/0/project_norm",
-            "blocks/1/expand_norm",
             "blocks/1/dw_norm",
             "blocks/1/project_norm",
         ],
     ),
+    # The first dense layer's partner in the concatenation is the max pool,
+    # not a concatenation: no pattern; the second loses its first BN (12).
     "densenet_linen": (
         _models.DenseNetish,
-        ["DenseLayer_0/BatchNorm_1", "DenseLayer_1/BatchNorm_0"],
-        ["DenseLayer_0/BatchNorm_0", "DenseLayer_1/BatchNorm_1"],
+        ["DenseLayer_1/BatchNorm_0"],
+        [
+            "DenseLayer_0/BatchNorm_0",
+            "DenseLayer_0/BatchNorm_1",
+            "DenseLayer_1/BatchNorm_1",
+        ],
     ),
 }
 
@@ -167,8 +178,8 @@ class RulesTest(parameterized.TestCase):
         )
         self.assertIn("3 of 6 BatchNorms removed", text)
         self.assertIn(
-            "BasicBlock_1/BatchNorm_2: ResNet basic block, BN of "
-            "the projection shortcut",
+            "BasicBlock_1/BatchNorm_2: ResNet basic block, projection "
+            "shortcut, BN of the projection shortcut (pattern 4)",
             text,
         )
         self.assertIn("= BasicBlock_0/BatchNorm_1: kept", text)
@@ -216,6 +227,123 @@ def reference_fn_head(x, kernel, multiplier, eps=1e-4):
     xn = x / np.sqrt(np.maximum((x**2).sum(-1, keepdims=True), eps))
     kn = kernel / np.sqrt(np.maximum((kernel**2).sum(0, keepdims=True), eps))
     return float(multiplier) * xn @ kn
+
+
+def _pattern_cases(cases):
+    for name, case in cases.items():
+        for framework in ("linen", "nnx"):
+            yield f"{name}_{framework}", case, framework
+
+
+def _count_batch_norms(model, x):
+    return len(list(model_graph.model_graph(model, x).layers("batch_norm")))
+
+
+def _as_identity(variables, removed, epsilon=1e-5):
+    """Linen variables in which the `removed` BNs compute the identity."""
+    variables = jax.tree.map(np.asarray, flax_unfreeze(variables))
+    for name in removed:
+        scale = variables["params"][name]["scale"]
+        variables["params"][name] = {
+            "scale": np.ones_like(scale),
+            "bias": np.zeros_like(scale),
+        }
+        variables["batch_stats"][name] = {
+            "mean": np.zeros_like(scale),
+            "var": np.full_like(scale, 1.0 - epsilon),
+        }
+    return variables
+
+
+def _nnx_as_identity(model, removed, epsilon=1e-5):
+    model = nnx.clone(model)
+    for name in removed:
+        bn = getattr(model, name)
+        bn.scale[...] = jnp.ones_like(bn.scale[...])
+        bn.bias[...] = jnp.zeros_like(bn.bias[...])
+        bn.mean[...] = jnp.zeros_like(bn.mean[...])
+        bn.var[...] = jnp.full_like(bn.var[...], 1.0 - epsilon)
+    return model
+
+
+class PatternsTest(parameterized.TestCase):
+    """Each of MindSpore's 16 patterns, and models mixing them."""
+
+    @parameterized.named_parameters(
+        *_pattern_cases({**_patterns.CASES, **_patterns.MIXED})
+    )
+    def test_removes_what_mindspore_removes(self, case, framework):
+        x = _patterns.sample()
+        model = _patterns.build(case, framework, x)
+        report = boostax.less_bn_report(model, x)
+        self.assertEqual(
+            {r.path: r.pattern for r in report.removed}, case.removed
+        )
+        self.assertLen(
+            report.kept, _count_batch_norms(model, x) - len(case.removed)
+        )
+        if not case.removed:
+            with self.assertWarnsRegex(UserWarning, "returned unchanged"):
+                self.assertIs(boostax.less_bn(model, x), model)
+
+    @parameterized.named_parameters(*_pattern_cases(_patterns.MIXED))
+    def test_removed_batch_norms_act_as_the_identity(self, case, framework):
+        # The reduced model computes what the original computes with the
+        # removed BNs set to the identity (scale 1, shift 0, statistics
+        # 0 and 1 - eps).
+        x = np.random.default_rng(0).normal(size=_patterns.sample().shape)
+        x = x.astype(np.float32)
+        model = _patterns.build(case, framework, x)
+        reduced = boostax.less_bn(model, x)
+        if framework == "linen":
+            variables = model.init(jax.random.PRNGKey(0), x, train=False)
+            expected = model.apply(
+                _as_identity(variables, case.removed), x, train=False
+            )
+            got = reduced.apply(
+                reduced.convert_variables(variables), x, train=False
+            )
+        else:
+            model.eval()
+            expected = _nnx_as_identity(model, case.removed)(x)
+            reduced.eval()
+            got = reduced(x)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+    @parameterized.parameters(1, 3)
+    def test_convolutions_of_any_rank(self, rank):
+        x = _patterns.sample(rank=rank, size=8)
+        for name, case in {**_patterns.CASES, **_patterns.MIXED}.items():
+            report = boostax.less_bn_report(
+                _patterns.build(case, "linen", x), x
+            )
+            self.assertEqual(
+                {r.path: r.pattern for r in report.removed},
+                case.removed,
+                name,
+            )
+
+    def test_every_reachable_pattern_is_tested(self):
+        seen = {
+            p
+            for case in {**_patterns.CASES, **_patterns.MIXED}.values()
+            for p in case.removed.values()
+        }
+        # 14 and 15 are unreachable in MindSpore (pattern 13 matches first).
+        self.assertEqual(seen, set(range(1, 17)) - {14, 15})
+        self.assertEqual(
+            [p.number for p in less_bn_patterns.PATTERNS], list(range(1, 17))
+        )
+
+    def test_fn_head_starts_no_match(self):
+        # MindSpore's FN head reads L2Normalize, so pattern 10 cannot match
+        # from it and the head BN stays.
+        x = _patterns.sample()
+        model = _patterns.linen(_patterns.p10)
+        report = boostax.less_bn_report(model, x, fn_flag=True)
+        self.assertEqual(report.removed, ())
+        self.assertEqual(report.fn_head, "fc")
+        self.assertIn("last_bn", report.kept)
 
 
 class FNHeadTest(parameterized.TestCase):
@@ -380,6 +508,34 @@ class AutoBoostLessBNTest(parameterized.TestCase):
         self.assertEqual(ts.trace_count, 1)
         logits = ts.predict(state, digits.x_test[:8])
         self.assertTrue(np.all(np.isfinite(logits)))
+
+    def test_a_model_mixing_patterns_trains_at_o1(self):
+        # Patterns 7-11 in one MobileNetV2-style network (compiling its
+        # steps is slow on CPU: one model, Linen, 12 steps).
+        case = _patterns.MIXED["mobilenet_v2"]
+        model = _patterns.build(case, "linen", X)
+        ts = boostax.auto_boost(
+            "O1",
+            # Two parameter groups: O1's freezing, with fewer depths to
+            # compile than its default ten.
+            {"boost": {"mode": "auto"}, "grad_freeze": {"param_groups": 2}},
+            optimizer=optax.sgd(0.05, momentum=0.9),
+            model=model,
+            loss=models.cross_entropy,
+            sample_inputs=X,
+        )
+        # The same BNs go; with O1's FN head the last BN goes by pattern 8
+        # (it reads a residual add) instead of pattern 10.
+        self.assertEqual(
+            {r.path for r in ts.less_bn_report.removed}, set(case.removed)
+        )
+        state = ts.init(_linen_variables(model))
+        losses = []
+        for batch in itertools.islice(data_batches(_utils.digits(), 0), 12):
+            state, metrics = ts(state, batch)
+            losses.append(float(metrics["loss"]))
+        self.assertTrue(np.all(np.isfinite(losses)))
+        self.assertLess(np.mean(losses[-4:]), np.mean(losses[:4]))
 
     def test_flags(self):
         model = models.ResNet(**SMALL_RESNET)

@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax._src.loss_scale` and loss-scaled train steps."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +13,7 @@ from flax import linen as nn
 
 import boostax
 from boostax.examples import models
-from tests import _utils
+from tests import _models, _utils
 
 
 def reference_dynamic(scale, flags, factor, window, low, high):
@@ -207,6 +209,82 @@ def _two_group_params():
         "early": {"w": jnp.asarray(rng.normal(size=(4, 8)), jnp.float32)},
         "late": {"w": jnp.asarray(rng.normal(size=(8, 1)), jnp.float32)},
     }
+
+
+class SkippedStepsTest(parameterized.TestCase):
+    def _run(self, ts, state, batches):
+        """Calls `ts` on each batch; the RuntimeWarnings it raised."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for batch in batches:
+                state, metrics = ts(state, batch)
+        found = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+        return state, metrics, found
+
+    def test_nonfinite_step_skipped_without_loss_scaling(self):
+        model = _models.PlainBNMLP()
+        x = np.ones((8, 4), np.float32)
+        y = np.arange(8) % 10
+        ts = boostax.make_train_step(
+            optax.adam(1e-2),
+            model=model,
+            loss=models.cross_entropy,
+            skip_nonfinite=True,
+            max_consecutive_skips=2,
+        )
+        state = ts.init(model.init(jax.random.PRNGKey(0), x, train=False))
+        state, metrics = ts(state, (x, y))
+        self.assertFalse(bool(metrics["overflow"]))
+        nan = (np.full_like(x, np.nan), y)
+        new, metrics, found = self._run(ts, state, [nan])
+        self.assertTrue(bool(metrics["overflow"]))
+        # Lose nothing: params, optimizer and model state, bit for bit.
+        _utils.assert_trees_equal(
+            (new.params, new.opt_state, new.model_state),
+            (state.params, state.opt_state, state.model_state),
+        )
+        self.assertEqual(int(new.step), 2)
+        # The host reads the flags in windows of 2 (here), never the
+        # newest: the run of 3 skips is reported two calls after it.
+        new, _, found = self._run(ts, new, [nan, nan])
+        self.assertEmpty(found)
+        new, _, found = self._run(ts, new, [(x, y), (x, y)])
+        (w,) = found
+        self.assertEqual(w.filename, __file__)
+        self.assertIn("2 train steps in a row were skipped", str(w.message))
+        ts.raise_on_skips = True
+        new, _, _ = self._run(ts, new, [nan] * 3)
+        with self.assertRaisesRegex(FloatingPointError, "2 train steps"):
+            ts(new, nan)  # raised before the step: `new` stays valid
+        self.assertEqual(ts.trace_count, 1)
+
+    def test_loss_scale_stuck_at_its_minimum_warns(self):
+        ts = boostax.TrainStep(
+            boostax.make_objective(loss_fn=two_group_loss),
+            optax.sgd(0.1),
+            loss_scale=boostax.DynamicLossScale(loss_scale_value=1.0),
+            max_consecutive_skips=3,
+        )
+        state = ts.init(_two_group_params())
+        nan = (jnp.full((5, 4), jnp.nan), jnp.zeros((5, 1)))
+        _, metrics, found = self._run(ts, state, [nan] * 5)
+        self.assertEqual(float(metrics["loss_scale"]), 1.0)  # the minimum
+        self.assertLen(found, 1)
+        ts = boostax.make_train_step(
+            optax.sgd(0.1), loss_fn=two_group_loss, max_consecutive_skips=1
+        )  # no loss scaling, no skip_nonfinite: nothing to watch
+        _, metrics, found = self._run(ts, ts.init(_two_group_params()), [nan])
+        self.assertNotIn("overflow", metrics)
+
+    def test_errors(self):
+        with self.assertRaisesRegex(ValueError, "`max_consecutive_skips` must"):
+            boostax.make_train_step(
+                optax.sgd(0.1), loss_fn=two_group_loss, max_consecutive_skips=0
+            )
+        with self.assertRaisesRegex(TypeError, "`skip_nonfinite` must be a b"):
+            boostax.make_train_step(
+                optax.sgd(0.1), loss_fn=two_group_loss, skip_nonfinite=1
+            )
 
 
 class GroupLossScaleTest(parameterized.TestCase):
@@ -480,6 +558,53 @@ class SeedApiTest(parameterized.TestCase):
                 optimizer=optax.sgd(0.1),
                 loss_fn=two_group_loss,
                 loss_scale=manager,
+            )
+
+    def test_o1_groups_named_on_the_original_model(self):
+        # Group 0 names the BatchNorms LessBN removes and the Dense bias the
+        # FN head drops; they drop out, and the FN multiplier joins Dense_0's
+        # group, as freezing restricts its groups.
+        x = np.zeros((1, 8, 8, 1), np.float32)
+        model = models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
+        init = jax.jit(model.init, static_argnames="train")  # one compile
+        variables = init(jax.random.PRNGKey(0), x, train=False)
+        groups = model.loss_scale_groups(variables["params"])
+        self.assertIn("BasicBlock_0/BatchNorm_0/scale", groups[0])
+        ts = boostax.auto_boost(
+            "O1",
+            {
+                "boost": {"mode": "manual", "loss_scale_group": True},
+                "grad_freeze": {"param_groups": 2, "total_steps": 10},
+            },
+            optimizer=optax.sgd(0.05),
+            model=model,
+            loss=models.cross_entropy,
+            sample_inputs=x,
+            loss_scale=boostax.GroupLossScaleManager(2.0**8, groups),
+        )
+        state = ts.init(variables)  # raised before: unknown parameters
+        self.assertEqual(state.algorithms.loss_scale.loss_scale.shape, (2,))
+        names = [{"/".join(p) for p in g} for g in ts.loss_scale.groups]
+        self.assertNotIn("BasicBlock_0/BatchNorm_0/scale", names[0])
+        self.assertIn("Dense_0/multiplier", names[1])
+        self.assertNotIn("Dense_0/bias", names[1])
+        self.assertEqual(
+            set().union(*names),
+            {
+                "/".join(k.key for k in path)
+                for path, _ in jax.tree_util.tree_leaves_with_path(state.params)
+            },
+        )
+        bad = [[*groups[0], "Nowhere/kernel"], groups[1]]
+        with self.assertRaisesRegex(ValueError, "Nowhere/kernel"):
+            boostax.auto_boost(
+                "O1",
+                {"boost": {"mode": "manual", "loss_scale_group": True}},
+                optimizer=optax.sgd(0.05),
+                model=model,
+                loss=models.cross_entropy,
+                sample_inputs=x,
+                loss_scale=boostax.GroupLossScaleManager(2.0**8, bad),
             )
 
     def test_boost_cell_sens(self):

@@ -366,6 +366,21 @@ class ErrorTest(parameterized.TestCase):
         ):
             ts(state, (x, y, y))
 
+    def test_targets_of_another_batch_size(self):
+        ts = self._mlp_step()
+        x, y = _batches(True, 1)[0]
+        state = ts.init(ts.objective.module.init(jax.random.PRNGKey(0), x))
+        with self.assertRaisesRegex(
+            ValueError,
+            r"leading \(batch\) size: inputs: 32, targets: 16\.",
+        ):
+            ts(state, (x, y[:16]))
+        with self.assertRaisesRegex(
+            ValueError, r"inputs: 32, targets\['label'\]: 32, targets\['w'\]: 4"
+        ):
+            ts(state, (x, {"label": y, "w": np.ones(4)}))
+        self.assertEqual(ts.trace_count, 0)  # refused before tracing
+
     def test_linen_variables_without_params(self):
         with self.assertRaisesRegex(TypeError, "with a 'params' collection"):
             self._mlp_step().init({"batch_stats": {}})

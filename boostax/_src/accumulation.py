@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from boostax._src import data_parallel as data_parallel_lib
+
 Schedule = Callable[[jax.Array], jax.Array]
 
 
@@ -163,6 +165,44 @@ def gradient_accumulation(
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-def has_updated(state: GradientAccumulationState) -> jax.Array:
-    """Whether the last `update` ran the inner optimizer."""
-    return jnp.logical_and(state.mini_step == 0, state.gradient_step > 0)
+def has_updated(state: Any) -> jax.Array:
+    """Whether the last `update` ran the inner optimizer.
+
+    Args:
+      state: a `GradientAccumulationState`, or any pytree holding one: a
+        `TrainState` (``has_updated(state)`` after ``state, metrics =
+        train_step(state, batch)``), an optimizer state (e.g. of an
+        ``optax.chain``).
+
+    Returns:
+      A bool scalar array. With per-device optimizer states (data-parallel
+      AdaSum), whose counters agree, one bool for all. After a step that
+      loss scaling skipped (overflow) it still describes the last step that
+      ran; the train step's ``metrics["updated"]`` is exact.
+
+    Raises:
+      TypeError: if `state` holds no `GradientAccumulationState`.
+
+    Example:
+      >>> import jax.numpy as jnp, optax, boostax
+      >>> tx = boostax.gradient_accumulation(optax.sgd(1.0), 2)
+      >>> state = tx.init(jnp.zeros(2))
+      >>> _, state = tx.update(jnp.ones(2), state)
+      >>> bool(boostax.has_updated(state))
+      False
+      >>> _, state = tx.update(jnp.ones(2), state)
+      >>> bool(boostax.has_updated(state))
+      True
+    """
+    found = data_parallel_lib.find_state(state, GradientAccumulationState)
+    if found is None:
+        raise TypeError(
+            "`state` must be a GradientAccumulationState or a pytree holding "
+            "one (a TrainState or optimizer state of a step with gradient "
+            "accumulation, e.g. boostax.gradient_accumulation or "
+            "{'boost': {'grad_accumulation': True}}), got "
+            f"{type(state).__name__} without one."
+        )
+    updated = jnp.logical_and(found.mini_step == 0, found.gradient_step > 0)
+    # Per-device copies (a leading device axis) agree: one answer.
+    return jnp.all(updated)

@@ -54,9 +54,15 @@ class AdaSumState(NamedTuple):
       inner_state: the inner optimizer's state. It is per device: each
         device runs the inner optimizer on its own gradients, and the states
         are never synchronized (as in MindSpore and Horovod).
+      cosine: the mean cosine between the vectors the last update combined
+        (over the tree's pairwise combinations and the layers), float32,
+        the same on every device; NaN before the first update, or when
+        nothing was combined (one node, only scalar leaves). Near 1: the
+        updates agreed (AdaSum averaged them); near 0: orthogonal (summed).
     """
 
     inner_state: optax.OptState
+    cosine: jax.Array
 
 
 # --------------------------------------------------------------------------
@@ -267,6 +273,14 @@ def _coefficients(sums, eps: float):
     return 1 - v0 / (2 * v1), 1 - v0 / (2 * v2)
 
 
+def _mean_cosine(sums) -> jax.Array:
+    """The mean over leaves of ``a.b / (|a| |b|)``, from `_dots`' sums."""
+    ab, aa, bb = sums
+    norms = jnp.sqrt(aa) * jnp.sqrt(bb)
+    cosine = ab / jnp.maximum(norms, jnp.finfo(norms.dtype).tiny)
+    return jnp.mean(jnp.clip(cosine, -1.0, 1.0))
+
+
 def _block_sum(x, node: AxisName, q: int, level: int) -> jax.Array:
     """Sums `x` over the 2^(level+1) devices ``j`` with equal ``j >> level+1``.
 
@@ -287,7 +301,9 @@ def _adasum_buffer(
 
     Each device along `local` holds a disjoint slice of the vector, so the
     per-leaf dot products are also summed over `local`. Returns the
-    ``(Q, M)`` result, the same on every device of `node`.
+    ``(Q, M)`` result, the same on every device of `node`, and this
+    device's share of the sum of the P - 1 pairwise combinations' mean
+    cosines (summed over `node`, it is their total).
     """
     p = lax.axis_size(node)
     q = 1 << (p.bit_length() - 1)
@@ -301,12 +317,15 @@ def _adasum_buffer(
         return sums
 
     # Remainder devices q + k fold into device k first.
+    cosines = jnp.zeros([], buf.dtype)
     if p > q:
         r = p - q
         recv = lax.ppermute(buf, node, [(q + k, k) for k in range(r)])
-        ca, cb = _coefficients(total(_dots(buf, recv, layout)), eps)
+        sums = total(_dots(buf, recv, layout))
+        ca, cb = _coefficients(sums, eps)
         paired = _columns(ca, layout) * buf + _columns(cb, layout) * recv
         buf = jnp.where(idx < r, paired, buf)
+        cosines = jnp.where(idx < r, _mean_cosine(sums), cosines)
 
     # Vector halving, distance doubling among devices 0..q-1. At level s
     # the piece holds the rows whose low s bits equal the device's; it
@@ -325,14 +344,18 @@ def _adasum_buffer(
         sums = jnp.stack(
             [ab, jnp.where(upper, tt, mm), jnp.where(upper, mm, tt)]
         )
-        ca, cb = _coefficients(total(sums, s), eps)
+        sums = total(sums, s)
+        ca, cb = _coefficients(sums, eps)
         c_mine = _columns(jnp.where(upper, cb, ca), layout)
         c_theirs = _columns(jnp.where(upper, ca, cb), layout)
         piece = c_mine * mine + c_theirs * theirs
+        # The 2^(s+1) devices of a block share its one combination.
+        share = _mean_cosine(sums) / 2 ** (s + 1)
+        cosines = cosines + jnp.where(idx < q, share, 0.0)
 
     # Device j < q now holds row j: gather the rows (this is the rollback).
     rows = lax.all_gather(piece, node, axis=0, tiled=True, to="invarying")
-    return rows[:q]
+    return rows[:q], cosines
 
 
 def _reduce(
@@ -342,13 +365,17 @@ def _reduce(
     eps: float,
     *,
     local_identical: bool = False,
+    with_cosine: bool = False,
 ):
     """AdaSum over `node_axes` of the mean over `local_axes`.
 
     With `local_identical`, the tree is known to be equal on every device of
     `local_axes` (it was averaged there already): each takes its slice
-    instead of a ``psum_scatter``.
+    instead of a ``psum_scatter``. With `with_cosine`, also returns the
+    mean cosine of the combined vectors (see `AdaSumState.cosine`), at the
+    price of one scalar ``psum``.
     """
+    cosine = jnp.full([], jnp.nan, jnp.float32)  # nothing combined
     leaves, treedef = jax.tree.flatten(tree)
     leaves = [_check_leaf(x) for x in leaves]
     try:
@@ -371,7 +398,8 @@ def _reduce(
     if p == 1:
         leaves = lax.psum(leaves, node)
         if local is None:
-            return treedef.unflatten(leaves)
+            tree = treedef.unflatten(leaves)
+            return (tree, cosine) if with_cosine else tree
     out = list(leaves)
 
     # Scalars and 1-element leaves: the plain mean.
@@ -407,12 +435,16 @@ def _reduce(
                 buf = buf / d
         sub = _Layout(q, layout.starts, layout.widths)
         if p > 1:
-            buf = _adasum_buffer(buf, sub, node, local, eps)
+            buf, cosines = _adasum_buffer(buf, sub, node, local, eps)
+            if with_cosine:
+                total = lax.psum(cosines, node) / (p - 1)
+                cosine = total.astype(jnp.float32)
         if local is not None:
             buf = lax.all_gather(buf, local, axis=0, tiled=True, to="invarying")
         for i, x in zip(big, _unpack(buf, layout, like), strict=True):
             out[i] = x
-    return treedef.unflatten(out)
+    tree = treedef.unflatten(out)
+    return (tree, cosine) if with_cosine else tree
 
 
 def adasum_reduce(tree: Any, axis_name: AxisName, *, eps: float = 1e-12):
@@ -592,7 +624,10 @@ def adasum(
 
     Returns:
       An ``optax.GradientTransformationExtraArgs``; extra arguments go to
-      `inner`.
+      `inner`. Its `AdaSumState` also records the mean cosine between the
+      vectors each update combined (``cosine``; boostax's train step
+      reports it as ``metrics["adasum_cosine"]``), for one scalar
+      ``psum`` per update.
 
     Example:
       >>> import jax, jax.numpy as jnp, optax, boostax
@@ -627,7 +662,10 @@ def adasum(
     inner = optax.with_extra_args_support(inner)
 
     def init_fn(params):
-        return AdaSumState(inner_state=inner.init(params))
+        return AdaSumState(
+            inner_state=inner.init(params),
+            cosine=jnp.full([], jnp.nan, jnp.float32),
+        )
 
     def update_fn(updates, state, params=None, **extra_args):
         if local is not None:
@@ -635,8 +673,10 @@ def adasum(
         updates, inner_state = inner.update(
             updates, state.inner_state, params, **extra_args
         )
-        updates = _reduce(updates, node, local, eps, local_identical=True)
-        return updates, AdaSumState(inner_state=inner_state)
+        updates, cosine = _reduce(
+            updates, node, local, eps, local_identical=True, with_cosine=True
+        )
+        return updates, AdaSumState(inner_state=inner_state, cosine=cosine)
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 

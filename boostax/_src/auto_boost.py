@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import optax
 from jax.sharding import Mesh
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import centralization
+from boostax._src import centralization, model_graph, user_warnings
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import dim_reduce as dim_reduce_lib
@@ -105,6 +105,7 @@ def dim_reduce_from_config(
     """
     section = config.dim_reduce
     if pca_matrix is None:
+        _check_pca_source(section, trajectory)
         pca_matrix = trajectory_lib.pca_matrix(
             section.n_components,
             pca_mat_path=section.pca_mat_path,
@@ -120,6 +121,40 @@ def dim_reduce_from_config(
         sigma=section.sigma,
         axis_name=None if data_parallel is None else data_parallel.axes,
     )
+
+
+def _check_pca_source(section: config_lib.DimReduceSection, trajectory):
+    """Raises, in `auto_boost`'s terms, if DimReduce has no PCA matrix.
+
+    `trajectory_lib.pca_matrix` would say the same, naming its own
+    arguments (``snapshots``) rather than the ones the user passed.
+    """
+    path = section.pca_mat_path
+    if trajectory is not None:
+        if isinstance(trajectory, trajectory_lib.Trajectory):
+            shape = trajectory.snapshots.shape
+        else:
+            shape = np.shape(trajectory)
+        if len(shape) != 2:
+            raise ValueError(
+                "`trajectory` must be a boostax.Trajectory or an (S, N) "
+                f"array of flattened params snapshots, got shape {shape}."
+            )
+        return
+    if section.weight_load_dir is None and (
+        path is None or not os.path.isfile(path)
+    ):
+        missing = (
+            "" if path is None else f" (`pca_mat_path` {path!r} does not exist)"
+        )
+        raise ValueError(
+            "DimReduce needs a PCA matrix and has no source for it"
+            f"{missing}: pass `pca_matrix=` (a (k, N) array) or "
+            "`trajectory=` (a boostax.Trajectory or an (S, N) array of "
+            "snapshots) to auto_boost, or set `dim_reduce.pca_mat_path` to "
+            "an existing .npy file or `dim_reduce.weight_load_dir` to a "
+            "directory of params checkpoints (boostax.save_snapshot)."
+        )
 
 
 def apply_less_bn(
@@ -251,11 +286,10 @@ def data_parallel_from_config(
     if not adasum_on:
         return None if mesh is None else data_parallel_lib.DataParallel(mesh)
     if mesh is None:
-        warnings.warn(
+        user_warnings.warn(
             "AdaSum combines the updates of data-parallel devices, and this "
             "step is not data-parallel: pass `mesh=` (a jax.sharding.Mesh) "
-            "to use it. Training without AdaSum.",
-            stacklevel=3,
+            "to use it. Training without AdaSum."
         )
         return None
     if len(mesh.axis_names) == 1:
@@ -273,13 +307,12 @@ def data_parallel_from_config(
         mesh, reduction="adasum", local_axis=local_axis
     )
     if dp.num_nodes == 1:
-        warnings.warn(
+        user_warnings.warn(
             f"AdaSum runs across nodes, and the {dp.num_devices} device(s) "
             "form a single node (`common.device_number` = "
             f"{config.common.device_number}): the gradients are averaged. "
             "Set `common.device_number` to the devices per node (1: AdaSum "
-            "over every device).",
-            stacklevel=3,
+            "over every device)."
         )
         return data_parallel_lib.DataParallel(mesh)
     return dp
@@ -303,6 +336,9 @@ def auto_boost(
     trajectory: Any = None,
     donate_state: bool = False,
     background_compile: bool | None = None,
+    skip_nonfinite: bool = False,
+    max_consecutive_skips: int | None = 100,
+    raise_on_skips: bool = False,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
 
@@ -350,6 +386,13 @@ def auto_boost(
         runs (default: on, unless the environment variable
         ``BOOSTAX_BACKGROUND_COMPILE`` is ``0``). Off, each depth compiles
         when the sequence first reaches it.
+      skip_nonfinite: without `loss_scale`, skip (params, optimizer and
+        model state left exactly as they were) a step whose gradients are
+        not finite, as loss scaling does; `metrics` gets ``overflow``.
+      max_consecutive_skips: after this many skipped steps in a row (NaN
+        data, a dynamic loss scale stuck at its minimum), the call warns
+        with a ``RuntimeWarning``; ``None``: never.
+      raise_on_skips: raise ``FloatingPointError`` instead of warning.
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)``, then
@@ -399,6 +442,12 @@ def auto_boost(
         model, optimizer, convert_variables, less_bn_report = apply_less_bn(
             model, optimizer, boost_config, sample_inputs
         )
+        if isinstance(loss_scale, loss_scale_lib.GroupLossScale):
+            # Groups named on the original model, as freezing's are.
+            loss_scale = loss_scale.restricted(
+                model_graph.param_shapes(model, sample_inputs),
+                model_graph.param_shapes(plain.kwargs["model"], sample_inputs),
+            )
     data_parallel = data_parallel_from_config(boost_config, mesh)
     if boost_config.is_enabled("dim_reduce"):
         # DimReduce is the optimizer (MindSpore: SGD(lr=1) applying its step).
@@ -434,6 +483,9 @@ def auto_boost(
         data_parallel=data_parallel,
         donate_state=donate_state,
         background_compile=background_compile,
+        skip_nonfinite=skip_nonfinite,
+        max_consecutive_skips=max_consecutive_skips,
+        raise_on_skips=raise_on_skips,
     )
     train_step.less_bn_report = less_bn_report
     train_step.plain_recipe = plain

@@ -73,7 +73,9 @@ class AutoBoost:
         | os.PathLike
         | None = "",
     ):
-        self.config = config_lib.boost_config(level, boost_config_dict)
+        self.config = config_lib.boost_config(
+            level, boost_config_dict, argument="boost_config_dict"
+        )
 
     @property
     def level(self) -> str:
@@ -305,7 +307,9 @@ class OptimizerProcess:
 
         Kinds: ``"conv"``, ``"grouped_conv"``, ``"batch_norm"``,
         ``"dense"``, ``"fn_head"``. NNX modules are read directly; Linen
-        modules are traced on `sample_inputs`.
+        modules are traced on `sample_inputs`. In a LessBN-reduced Linen
+        model (`LinenLessBN`) the FN head is the dense layer it replaces,
+        and the removed BatchNorms are left out.
         """
         _check_network(network)
         if isinstance(network, nnx.Module):
@@ -321,6 +325,13 @@ class OptimizerProcess:
                 )
             calls = model_graph.module_calls(network, sample_inputs)
             found = {c.path: c.kind for c in calls}
+            if isinstance(network, less_bn_lib.LinenLessBN):
+                # The trace records the dense module whose call LessBN
+                # intercepts: only the wrapper knows it is the FN head.
+                for path in network.removed:
+                    found.pop(tuple(path), None)
+                if network.fn_head is not None:
+                    found[tuple(network.fn_head)] = "fn_head"
         return {path: kind for path, kind in found.items() if kind}
 
     @staticmethod

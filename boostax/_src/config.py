@@ -17,9 +17,10 @@ import difflib
 import json
 import numbers
 import os
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
+
+from boostax._src import user_warnings
 
 LEVELS = ("O0", "O1", "O2")
 MODES = ("auto", "manual", "enable_all", "disable_all")
@@ -242,6 +243,8 @@ class GradAccumulationSection(_Section):
 
 
 _OPEN_UNIT = _interval(0, 1, open_low=True, open_high=True)
+# gamma = 0 is valid (no residual momentum), as `boostax.dim_reduce` takes it.
+_HALF_OPEN_UNIT = _interval(0, 1, open_high=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +253,7 @@ class DimReduceSection(_Section):
 
     NAME: ClassVar[str] = "dim_reduce"
     rho: float = _key(0.55, "float", _OPEN_UNIT)
-    gamma: float = _key(0.9, "float", _OPEN_UNIT)
+    gamma: float = _key(0.9, "float", _HALF_OPEN_UNIT)
     alpha: float = _key(0.001, "float", _at_least(0))
     sigma: float = _key(0.4, "float", _OPEN_UNIT)
     n_components: int = _key(32, "int", _at_least(1))
@@ -334,12 +337,11 @@ def _resolve_switches(level: str, boost: BoostSection) -> BoostSection:
         why = "this mode sets it to"
     for name, value in given.items():
         if value is not None and value != resolved[name]:
-            warnings.warn(
+            user_warnings.warn(
                 f"`boost.{name}={value}` is ignored in mode "
                 f"{boost.mode!r}: {why} {resolved[name]}. Use mode 'manual' "
                 "to choose the algorithms yourself.",
                 UserWarning,
-                stacklevel=4,
             )
     return dataclasses.replace(boost, **resolved)
 
@@ -433,9 +435,23 @@ class BoostConfig:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike, *, level="O0") -> BoostConfig:
-        """Reads a MindSpore-style config dict from the JSON file `path`."""
+        """Reads a MindSpore-style config dict from the JSON file `path`.
+
+        Raises:
+          FileNotFoundError: if there is no file `path`.
+          ValueError: if the file is not valid JSON (naming the file and the
+            line and column), or holds an invalid config.
+        """
         with open(path, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f), level=level)
+            try:
+                config = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(
+                    f"The boost config file {os.fspath(path)!r} is not valid "
+                    f"JSON: {e.msg} at line {e.lineno}, column {e.colno} "
+                    f"(character {e.pos})."
+                ) from e
+        return cls.from_dict(config, level=level)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Returns the config as a JSON-serializable dict (without `level`).
@@ -474,6 +490,8 @@ class BoostConfig:
 def boost_config(
     level: str = "O0",
     config: BoostConfig | Mapping | str | os.PathLike | None = None,
+    *,
+    argument: str = "config",
 ) -> BoostConfig:
     """Turns any accepted form of configuration into a `BoostConfig`.
 
@@ -482,15 +500,38 @@ def boost_config(
       config: ``None`` or ``""`` (the level's defaults), a MindSpore-style
         dict, the path of a JSON file holding one, or a `BoostConfig` (whose
         level must equal `level`).
+      argument: the caller's name for `config`, for error messages.
 
     Returns:
       A validated `BoostConfig`.
+
+    Raises:
+      ValueError: for an invalid level or config, a level string given as
+        the config, or a config file that is not valid JSON.
+      FileNotFoundError: for a config path naming no file.
     """
     check_level(level)
+    accepted = (
+        "a boost config dict, a BoostConfig, the path of a JSON file holding "
+        "one, or None for the level's defaults"
+    )
+    if isinstance(config, str) and config.upper() in LEVELS:
+        # auto_boost("O1", "O1"): the level given twice, read as a path.
+        raise ValueError(
+            f"`{argument}` must be {accepted}; got the level string "
+            f"{config!r}. The level is the first argument "
+            f"({level!r} here): pass the config second, or leave it out."
+        )
+    if isinstance(config, (str, os.PathLike)) and config != "":
+        if not os.path.isfile(config):
+            raise FileNotFoundError(
+                f"`{argument}` must be {accepted}; got {os.fspath(config)!r},"
+                " which names no file."
+            )
     if isinstance(config, BoostConfig):
         if config.level != level:
             raise ValueError(
-                f"`config` was built for level {config.level!r} but "
+                f"`{argument}` was built for level {config.level!r} but "
                 f"`level` is {level!r}; pass the same level or a dict."
             )
         return config
@@ -498,4 +539,9 @@ def boost_config(
         return BoostConfig(level=level)
     if isinstance(config, (str, os.PathLike)):
         return BoostConfig.from_json(config, level=level)
+    if not isinstance(config, Mapping):
+        raise TypeError(
+            f"`{argument}` must be {accepted}; got "
+            f"{type(config).__name__} ({config!r})."
+        )
     return BoostConfig.from_dict(config, level=level)

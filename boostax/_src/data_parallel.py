@@ -46,10 +46,16 @@ def _is_dim_reduce_state(x) -> bool:
     return isinstance(x, dim_reduce_lib.DimReduceState)
 
 
+def find_state(tree, state_type):
+    """The first `state_type` node of a pytree (in leaf order), or ``None``."""
+    is_state = lambda x: isinstance(x, state_type)
+    found = [x for x in jax.tree.leaves(tree, is_leaf=is_state) if is_state(x)]
+    return found[0] if found else None
+
+
 def contains_state(tree, state_type) -> bool:
     """Whether an optimizer state pytree holds a `state_type` node."""
-    is_state = lambda x: isinstance(x, state_type)
-    return any(map(is_state, jax.tree.leaves(tree, is_leaf=is_state)))
+    return find_state(tree, state_type) is not None
 
 
 def _is_float(x) -> bool:

@@ -47,6 +47,8 @@ class DimReduceState(NamedTuple):
       sk: the last accepted subspace step ``s``, ``(k,)``.
       momentum: the residual momentum ``m``, ``(N,)``.
       step_size: the Armijo step taken by the last update (0: none).
+      trials: line-search trials (forward passes) the last update ran,
+        ``int32``: 1 up to ``max_trials`` (0 before the first update).
     """
 
     pca_matrix: jax.Array
@@ -56,6 +58,7 @@ class DimReduceState(NamedTuple):
     sk: jax.Array
     momentum: jax.Array
     step_size: jax.Array
+    trials: jax.Array
 
 
 def _check_unit(name: str, value, *, closed_low=False) -> float:
@@ -132,10 +135,11 @@ def dim_reduce(
       pca_matrix: ``P``, ``(k, N)`` with orthonormal rows (see
         `boostax.pca_components`); ``N`` must be the size
         of the flattened params.
-      rho: backtracking factor of the Armijo trials.
-      gamma: decay of the residual momentum.
+      rho: backtracking factor of the Armijo trials, in (0, 1).
+      gamma: decay of the residual momentum, in [0, 1) (0: the residual
+        gradient alone).
       alpha: step of the residual momentum (0 turns it off).
-      sigma: Armijo's sufficient-decrease constant.
+      sigma: Armijo's sufficient-decrease constant, in (0, 1).
       max_trials: line-search trials (MindSpore: 2).
       axis_name: inside a data-parallel step, the mesh axes ``P``'s rows
         are sharded over (each device holds ``k / devices`` rows).
@@ -201,6 +205,7 @@ def dim_reduce(
             sk=jnp.zeros(k, jnp.float32),
             momentum=jnp.zeros(n, jnp.float32),
             step_size=jnp.zeros([], jnp.float32),
+            trials=jnp.zeros([], jnp.int32),
         )
 
     def project(p_rows, g):
@@ -266,8 +271,10 @@ def dim_reduce(
         # cond, which XLA runs at full speed; no backward pass here).
         step = jnp.zeros([], jnp.float32)
         accepted = jnp.zeros([], bool)
+        trials = jnp.zeros([], jnp.int32)
         for i in range(max_trials):
             r = rho**i
+            trials = trials + (~accepted).astype(jnp.int32)
             ok = lax.cond(
                 accepted, lambda: jnp.zeros([], bool), lambda r=r: trial(r)
             )
@@ -283,6 +290,7 @@ def dim_reduce(
             sk=jnp.where(accepted, step * dk, state.sk),
             momentum=momentum,
             step_size=step,
+            trials=trials,
         )
         return optax.tree.cast_like(unravel(delta), updates), new_state
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -32,7 +31,7 @@ import optax
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import model_graph
+from boostax._src import model_graph, user_warnings
 from boostax._src.centralization import path_names
 
 CONTINUOUS_STRATEGY = 0
@@ -218,12 +217,19 @@ def chunk_groups(
         chunks.append(current)
     stride = len(chunks) // n
     if stride == 0:
-        warnings.warn(
+        # Up to one group per chunk, the groups still differ.
+        advice = (
+            f"Use at most {len(chunks)} `param_groups` "
+            "(`grad_freeze.param_groups` in the config) for these "
+            "parameters to freeze."
+            if len(chunks) > 1
+            else "One chunk cannot be split: nothing can be frozen."
+        )
+        user_warnings.warn(
             f"Gradient freezing: {len(chunks)} parameter chunks for {n} "
-            "groups; every group trains all parameters (no freezing). Use "
-            "fewer `param_groups`.",
+            f"groups; every group trains all parameters (no freezing). "
+            f"{advice}",
             UserWarning,
-            stacklevel=2,
         )
     return tuple(
         tuple(leaf for chunk in chunks[i * stride :] for leaf in chunk)

@@ -3,29 +3,31 @@
 """LessBN: fewer BatchNorms and a full-normalization (FN) classifier head.
 
 MindSpore's LessBN removes the BatchNorms of a network that its graph pass
-recognizes in a few block structures, turning each into the identity (no
-affine either), and optionally replaces the last dense layer by an FN head.
-boostax reads the same structures from the model's own data flow (see
-`model_graph`), not from layer names:
+recognizes in 16 block patterns, turning each into the identity (no affine
+either), and optionally replaces the last dense layer by an FN head. boostax
+runs the same pass on the model's own data flow (`less_bn_patterns` on the
+graph of `model_graph`), not on layer names:
 
-====================== ===================================================
-block                  BatchNorms removed (MindSpore's pattern numbers)
-====================== ===================================================
-ResNet basic block     the first BN of the residual branch
-(conv-BN-ReLU-conv-BN) and the BN of a projection shortcut (4-6)
-ResNet bottleneck      the first two BNs of the residual branch and the BN
-                       of a projection shortcut (1-3)
-MobileNetV2 inverted   the expansion conv's BN, in blocks with an identity
-residual               shortcut (7, 9)
-MobileNetV2 head       the BN of the last conv before global average
-                       pooling, conv-BN-ReLU6-mean (10)
-DenseNet dense layer   the BN applied to a concatenation (12-14); after
-                       max pooling, the layer's second BN (15-16)
-====================== ===================================================
+=========================== ================================================
+block                       BatchNorms removed (MindSpore's pattern numbers)
+=========================== ================================================
+ResNet bottleneck           the first two BNs of the residual branch and the
+                            projection shortcut's BN (1-3)
+ResNet basic block          the first BN of the residual branch and the
+                            projection shortcut's BN (4-6)
+MobileNetV2 inverted        the expansion conv's BN, when the block reads a
+residual                    BN output (7, 11) or a residual add (8, 9)
+MobileNetV2 head            the BN of the last conv-BN-ReLU6 before global
+                            average pooling, without an FN head (10)
+DenseNet layer              the BN applied to a concatenation (12, 13), a
+                            max-pool transition's BN (13), the second BN of
+                            a layer reading a max pool (16)
+=========================== ================================================
 
-The BN that feeds a residual add always stays. Removed BNs disappear from
-the variables, so they have no parameters, statistics or optimizer state.
-Training and evaluation use the same reduced model.
+The BN that feeds a residual add stays, and so does a DenseNet transition
+with average pooling. Removed BNs disappear from the variables, so they have
+no parameters, statistics or optimizer state. Training and evaluation use
+the same reduced model.
 
 References:
   MindSpore ``mindspore.boost.LessBN`` and the graph pass
@@ -46,7 +48,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import model_graph
+from boostax._src import less_bn_patterns, model_graph
 
 FN_EPSILON = 1e-4
 
@@ -159,13 +161,17 @@ class RemovedBatchNorm:
 
     Attributes:
       path: the BN module's path, ``/``-joined.
-      block: the structure recognized (e.g. ``"ResNet basic block"``).
-      reason: which BN of that structure this is, and why it goes.
+      block: the structure recognized (e.g. ``"ResNet basic block,
+        identity shortcut"``).
+      reason: which BN of that structure this is.
+      pattern: the number (1-16) of MindSpore's LessBN pattern that removed
+        it.
     """
 
     path: str
     block: str
     reason: str
+    pattern: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +198,10 @@ class LessBNReport:
             f"{len(self.removed) + len(self.kept)} BatchNorms removed, "
             f"{self.removed_parameters} parameters fewer."
         ]
-        lines += [f"  - {r.path}: {r.block}, {r.reason}" for r in self.removed]
+        lines += [
+            f"  - {r.path}: {r.block}, {r.reason} (pattern {r.pattern})"
+            for r in self.removed
+        ]
         lines += [f"  = {path}: kept" for path in self.kept]
         if self.fn_head is not None:
             lines.append(f"  FN head replaces dense layer {self.fn_head}")
@@ -201,148 +210,6 @@ class LessBNReport:
 
 def path_str(path: Sequence[Any]) -> str:
     return "/".join(str(p) for p in path)
-
-
-def _kinds(chain: Sequence[model_graph.Node]) -> list[str]:
-    return [n.kind for n in chain]
-
-
-def _is_resnet_branch(kinds: list[str]) -> bool:
-    """(conv BN ReLU)+ conv BN, at least two convolutions."""
-    if len(kinds) < 5 or (len(kinds) - 2) % 3:
-        return False
-    body, tail = kinds[:-2], kinds[-2:]
-    return tail == ["conv", "batch_norm"] and all(
-        body[i : i + 3] == ["conv", "batch_norm", "relu"]
-        for i in range(0, len(body), 3)
-    )
-
-
-_INVERTED = [
-    ["conv", "batch_norm", "relu6"],
-    ["grouped_conv", "batch_norm", "relu6"],
-    ["conv", "batch_norm"],
-]
-
-
-def _is_inverted_branch(kinds: list[str]) -> bool:
-    """conv BN ReLU6, depthwise conv BN ReLU6, conv BN."""
-    return kinds == [k for stage in _INVERTED for k in stage]
-
-
-def _branches(graph, add: model_graph.Node):
-    """The two branches of a residual add, forward order, and their source."""
-    a, b = graph.data_inputs(add)
-    chain_a, chain_b = graph.backward_chain(a), graph.backward_chain(b)
-    positions = {node.id: i for i, node in enumerate(chain_b)}
-    for i, node in enumerate(chain_a):
-        if node.id in positions:
-            j = positions[node.id]
-            return chain_a[:i][::-1], chain_b[:j][::-1], node
-    return None
-
-
-def _residual_rules(graph) -> list[tuple[model_graph.Node, str, str]]:
-    found = []
-    for add in graph.nodes:
-        if add.kind != "add" or len(graph.data_inputs(add)) != 2:
-            continue
-        branches = _branches(graph, add)
-        if branches is None:
-            continue
-        first, second, _ = branches
-        main, shortcut = sorted((first, second), key=len, reverse=True)
-        main_kinds, short_kinds = _kinds(main), _kinds(shortcut)
-        bns = [n for n in main if n.kind == "batch_norm"]
-        if _is_resnet_branch(main_kinds) and short_kinds in (
-            [],
-            ["conv", "batch_norm"],
-        ):
-            block = (
-                "ResNet basic block" if len(bns) == 2 else "ResNet bottleneck"
-            )
-            for i, bn in enumerate(bns[:-1]):
-                found.append(
-                    (
-                        bn,
-                        block,
-                        f"BN {i + 1} of {len(bns)} in the residual branch "
-                        "(only the BN feeding the residual add stays)",
-                    )
-                )
-            if short_kinds:
-                found.append(
-                    (shortcut[1], block, "BN of the projection shortcut")
-                )
-        elif _is_inverted_branch(main_kinds) and not short_kinds:
-            found.append(
-                (
-                    bns[0],
-                    "MobileNetV2 inverted residual",
-                    "BN of the expansion conv in a block with an identity "
-                    "shortcut",
-                )
-            )
-    return found
-
-
-def _head_rules(graph) -> list[tuple[model_graph.Node, str, str]]:
-    """conv -> BN -> ReLU6 -> global mean: the BN goes (pattern 10)."""
-    found = []
-    for mean in graph.nodes:
-        if mean.kind != "mean":
-            continue
-        chain = graph.backward_chain(mean, limit=4)
-        if _kinds(chain[1:4]) == ["relu6", "batch_norm", "conv"]:
-            found.append(
-                (
-                    chain[2],
-                    "MobileNetV2 head",
-                    "BN of the last conv before global average pooling",
-                )
-            )
-    return found
-
-
-def _forward_chain(graph, node, length) -> list[model_graph.Node]:
-    chain = [node]
-    while len(chain) < length:
-        consumers = graph.data_consumers(chain[-1])
-        if len(consumers) != 1:
-            break
-        chain.append(consumers[0])
-    return chain
-
-
-_DENSE_LAYER = ["batch_norm", "relu", "conv", "batch_norm", "relu", "conv"]
-
-
-def _dense_rules(graph) -> list[tuple[model_graph.Node, str, str]]:
-    found = []
-    for source in graph.nodes:
-        if source.kind not in ("concat", "max_pool"):
-            continue
-        for consumer in graph.data_consumers(source):
-            layer = _forward_chain(graph, consumer, len(_DENSE_LAYER))
-            if _kinds(layer) != _DENSE_LAYER:
-                continue
-            if source.kind == "concat":
-                found.append(
-                    (
-                        layer[0],
-                        "DenseNet dense layer",
-                        "BN applied to the concatenation of earlier features",
-                    )
-                )
-            else:
-                found.append(
-                    (
-                        layer[3],
-                        "DenseNet dense layer",
-                        "second BN of the first dense layer after max pooling",
-                    )
-                )
-    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,31 +241,11 @@ def plan_less_bn(
       param_counts: ``param_counts(path) -> int``, the number of trainable
         parameters of the module at `path`.
     """
-    decisions: dict[int, tuple[model_graph.Node, str, str]] = {}
-    for node, block, reason in (
-        _residual_rules(graph) + _head_rules(graph) + _dense_rules(graph)
-    ):
-        decisions.setdefault(node.id, (node, block, reason))
-    ordered = sorted(decisions.values(), key=lambda d: d[0].call.index)
-    removed_paths = [node.path for node, _, _ in ordered]
-    kept = tuple(
-        path_str(n.path)
-        for n in graph.layers("batch_norm")
-        if n.path not in removed_paths
-    )
-    removed_parameters = sum(param_counts(p) for p in removed_paths)
-    fn_head = None
+    fn_head_node = None
     if fn_flag:
         dense = list(graph.layers("dense"))
         if dense:
-            fn_head = dense[-1].path
-            # The bias goes, the multiplier comes.
-            module = dense[-1].call.module
-            use_bias = getattr(module, "use_bias", True)
-            features = getattr(
-                module, "features", getattr(module, "out_features", 0)
-            )
-            removed_parameters += (features if use_bias else 0) - 1
+            fn_head_node = dense[-1]
         else:
             warnings.warn(
                 "LessBN: fn_flag=True but the model has no dense layer to "
@@ -406,10 +253,34 @@ def plan_less_bn(
                 UserWarning,
                 stacklevel=3,
             )
+    # MindSpore's FN head puts L2Normalize before its MatMul, so the dense
+    # layer it replaces starts no match.
+    matches = less_bn_patterns.match(
+        graph, not_starts=() if fn_head_node is None else (fn_head_node.id,)
+    )
+    removed_paths = [graph.nodes[m.batch_norm].path for m in matches]
+    kept = tuple(
+        path_str(n.path)
+        for n in graph.layers("batch_norm")
+        if n.path not in removed_paths
+    )
+    removed_parameters = sum(param_counts(p) for p in removed_paths)
+    fn_head = None
+    if fn_head_node is not None:
+        fn_head = fn_head_node.path
+        # The bias goes, the multiplier comes.
+        module = fn_head_node.call.module
+        use_bias = getattr(module, "use_bias", True)
+        features = getattr(
+            module, "features", getattr(module, "out_features", 0)
+        )
+        removed_parameters += (features if use_bias else 0) - 1
     report = LessBNReport(
         removed=tuple(
-            RemovedBatchNorm(path_str(n.path), block, reason)
-            for n, block, reason in ordered
+            RemovedBatchNorm(
+                path_str(path), m.pattern.block, m.role, m.pattern.number
+            )
+            for path, m in zip(removed_paths, matches, strict=True)
         ),
         kept=kept,
         fn_head=None if fn_head is None else path_str(fn_head),
@@ -646,8 +517,8 @@ def variables_converter(reduced_model, less_bn_plan: LessBNPlan):
 def less_bn(model, sample_inputs, *, fn_flag: bool = False):
     """Removes BatchNorms by MindSpore's LessBN rules.
 
-    The structures are found in the model's data flow on `sample_inputs`
-    (see the module docstring for the rules). A model with none of them is
+    MindSpore's 16 patterns are matched on the model's data flow on
+    `sample_inputs` (see the module docstring). A model with none of them is
     returned unchanged, with a warning.
 
     Args:

@@ -332,6 +332,61 @@ class GroupLossScale:
             labels.append(owners[0])
         return jax.tree.unflatten(jax.tree.structure(params), labels)
 
+    def restricted(self, params: Any, original_params: Any) -> GroupLossScale:
+        """These groups, named on `original_params`, applied to `params`.
+
+        LessBN removes BatchNorm parameters (and turns a dense bias into an
+        FN multiplier) after the groups were named on the original model.
+        As gradient freezing does (`restrict_groups`), removed leaves drop
+        out of their groups (a group may end up empty: it keeps its index,
+        which the model's `enhanced_amp` boundaries use), and a new leaf
+        joins the group of the other leaves of its module. Groups that
+        already cover `params` exactly are returned as they are.
+
+        Args:
+          params: the parameters trained (e.g. after LessBN).
+          original_params: the parameters the groups were named on.
+
+        Returns:
+          A `GroupLossScale` whose groups cover `params`.
+
+        Raises:
+          ValueError: if the groups do not cover `original_params` either,
+            or a new leaf's module spans several groups.
+        """
+        try:
+            self.labels(params)
+            return self
+        except ValueError:
+            pass
+        labels = self.labels(original_params)  # raises: names of neither
+        owner = {
+            path_names(path): int(k)
+            for (path, _), k in zip(
+                jax.tree_util.tree_flatten_with_path(original_params)[0],
+                jax.tree.leaves(labels),
+                strict=True,
+            )
+        }
+        groups: list[list[tuple[str, ...]]] = [
+            [] for _ in range(self.num_groups)
+        ]
+        for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
+            name = path_names(path)
+            if name in owner:
+                groups[owner[name]].append(name)
+                continue
+            module = {k for p, k in owner.items() if p[:-1] == name[:-1]}
+            if len(module) != 1:
+                raise ValueError(
+                    f"Parameter {'/'.join(name)!r} is not in the model the "
+                    "loss-scale groups were named on, and its module's "
+                    f"parameters are in groups {sorted(module)}: name the "
+                    "groups on the trained (reduced) model's parameters."
+                )
+            groups[module.pop()].append(name)
+        return dataclasses.replace(self, groups=tuple(map(tuple, groups)))
+
     def scale(self, loss, state):
         return loss.astype(jnp.float32)  # the boundaries scale the backward
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import flax.core
 import jax
+import numpy as np
 from flax import linen as nn
 from flax import nnx
 
@@ -68,6 +69,43 @@ def inputs_and_targets(batch) -> tuple[Any, Any]:
             + ". Use `loss_fn=` for other batch structures."
         )
     return batch[0], batch[1]
+
+
+def _leading_sizes(name: str, tree) -> list[tuple[str, int]]:
+    """``(entry, leading size)`` of the arrays of `tree` (scalars skipped)."""
+    return [
+        (name + jax.tree_util.keystr(path), shape[0])
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+        for shape in [np.shape(leaf)]
+        if shape
+    ]
+
+
+def check_batch_sizes(batch) -> None:
+    """Raises if a model batch's targets and inputs differ in batch size.
+
+    Runs on the host before the step is traced, where a mismatch would
+    otherwise surface as a broadcasting error inside the loss. Only shapes
+    are read (no device transfer).
+
+    Args:
+      batch: an ``(inputs, targets)`` pair of arrays or pytrees of arrays.
+
+    Raises:
+      ValueError: naming every entry and its leading size, when a target's
+        leading size differs from the first input's.
+    """
+    inputs, targets = inputs_and_targets(batch)
+    entries = _leading_sizes("inputs", inputs)
+    target_entries = _leading_sizes("targets", targets)
+    if not entries or all(n == entries[0][1] for _, n in target_entries):
+        return
+    listed = ", ".join(f"{e}: {n}" for e, n in entries + target_entries)
+    raise ValueError(
+        "The batch's targets and inputs differ in their leading (batch) "
+        f"size: {listed}. Every array of an (inputs, targets) batch needs "
+        f"the inputs' batch size {entries[0][1]} as its first dimension."
+    )
 
 
 def _call_loss(loss, has_aux, outputs, targets):

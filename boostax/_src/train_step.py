@@ -32,10 +32,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from boostax._src import accumulation as accumulation_lib
+from boostax._src import adasum as adasum_lib
 from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
+from boostax._src import user_warnings
 
 PyTree = Any
 
@@ -43,6 +47,14 @@ PyTree = Any
 # background threads by default (``BOOSTAX_BACKGROUND_COMPILE=0`` turns the
 # default off, e.g. in a test suite that calls many steps only a few times).
 BACKGROUND_COMPILE = os.environ.get("BOOSTAX_BACKGROUND_COMPILE", "1") != "0"
+
+# The most steps whose skip flags the host holds before reading them: a
+# run of skipped steps is noticed at most this many steps late.
+SKIP_CHECK_WINDOW = 100
+
+# Objectives whose batches are ``(inputs, targets)`` pairs (their batch
+# sizes are checked before tracing).
+_MODEL_OBJECTIVES = (objectives_lib.LinenObjective, objectives_lib.NNXObjective)
 
 
 class AlgorithmStates(NamedTuple):
@@ -114,7 +126,32 @@ class TrainStep:
     Built by `make_train_step` or `boostax.auto_boost`. Call it as
     ``state, metrics = train_step(state, batch)``; `metrics` holds at least
     ``"loss"`` (the loss before the update), plus the loss function's own
-    metrics.
+    metrics, and, for the algorithms switched on:
+
+    - ``"overflow"``, ``"loss_scale"``: loss scaling (the step was skipped;
+      the scale the step used);
+    - ``"frozen_groups"``: gradient freezing (the freeze depth);
+    - ``"updated"``: gradient accumulation (this micro-step ran the
+      optimizer);
+    - ``"adasum_cosine"``: AdaSum of updates (mean cosine between the
+      vectors the last AdaSum combined: ~1 they agreed and were averaged,
+      ~0 orthogonal and summed; NaN before the first update);
+    - ``"dim_reduce_step_size"``, ``"dim_reduce_trials"``: DimReduce (the
+      last update's Armijo step, 0 if no trial was accepted, and its
+      line-search trials).
+
+    The statistics of optimizer stages describe the last update that ran
+    (with accumulation, the last k-th micro-step).
+
+    Skipped steps. With loss scaling, or `skip_nonfinite` without it, a step
+    whose gradients are not finite is skipped: params, optimizer state and
+    model state stay bit for bit as they were (``metrics["overflow"]``).
+    After `max_consecutive_skips` skipped steps in a row (a NaN in the
+    data, a dynamic loss scale stuck at its minimum) the call warns with a
+    ``RuntimeWarning``, or raises ``FloatingPointError`` with
+    `raise_on_skips`. The host reads the flags in windows of up to
+    `SKIP_CHECK_WINDOW` steps, never the step just dispatched, so the check
+    does not stall the device; it notices a run that late.
 
     With gradient freezing, there is one compiled step per freeze depth:
     each differentiates and updates only that depth's trainable suffix. The
@@ -155,6 +192,11 @@ class TrainStep:
       less_bn_report: with LessBN, the `LessBNReport` of the model.
       plain_recipe: a `PlainRecipe` for the plain Optax step of the same
         model and optimizer (set by `auto_boost`; used by `cost_report`).
+      skip_nonfinite: without loss scaling, whether a step with non-finite
+        gradients is skipped (loss scaling always skips them).
+      max_consecutive_skips: skipped steps in a row that trigger the
+        warning (or error); ``None``: never.
+      raise_on_skips: raise ``FloatingPointError`` instead of warning.
     """
 
     def __init__(
@@ -170,9 +212,21 @@ class TrainStep:
         data_parallel: data_parallel_lib.DataParallel | None = None,
         donate_state: bool = False,
         background_compile: bool | None = None,
+        skip_nonfinite: bool = False,
+        max_consecutive_skips: int | None = 100,
+        raise_on_skips: bool = False,
     ):
         check_optimizer(optimizer)
         loss_scale_lib.check_loss_scale(loss_scale)
+        check_skip_options(
+            skip_nonfinite, max_consecutive_skips, raise_on_skips
+        )
+        self.skip_nonfinite = skip_nonfinite
+        self.max_consecutive_skips = max_consecutive_skips
+        self.raise_on_skips = raise_on_skips
+        # Host side: skip flags not read yet, and the current run of skips.
+        self._skip_flags: list[jax.Array] = []
+        self._skip_run = 0
         if data_parallel is not None and not isinstance(
             data_parallel, data_parallel_lib.DataParallel
         ):
@@ -310,6 +364,13 @@ class TrainStep:
                 "overflow": ~finite,
                 "loss_scale": scale_state.loss_scale,
             }
+        elif self.skip_nonfinite:
+            # Loss scaling's skip with a scale of one: the same cond below
+            # keeps params, optimizer and model state bit for bit.
+            finite = loss_scale_lib.all_finite(grads)
+            if dp is not None:
+                finite = dp.minimum(finite)
+            metrics = {**metrics, "overflow": ~finite}
 
         # Line searches (optax.lbfgs, DimReduce) re-evaluate the loss at
         # trial params on the same batch; unused, this closure costs nothing.
@@ -354,6 +415,10 @@ class TrainStep:
                 lambda _: (state.params, state.opt_state, state.model_state),
                 None,
             )
+        metrics = {
+            **metrics,
+            **optimizer_metrics(self._own_state(opt_state, depth), finite),
+        }
         if depth is not None:
             algorithms = algorithms._replace(
                 freeze=freezing_lib.FreezeState(algorithms.freeze.position + 1)
@@ -367,6 +432,12 @@ class TrainStep:
             algorithms=algorithms,
         )
         return new_state, {"loss": loss, **metrics}
+
+    def _own_state(self, opt_state, depth):
+        """The optimizer state of the optimizer that ran at `depth`."""
+        if depth is not None and self.freezing.group_optimizers is not None:
+            return opt_state[depth]  # FreezeOpt: one state per group
+        return opt_state
 
     def _depth_key(self, depth: int | None) -> int | None:
         return None if depth is None else self.freezing.canonical_depth(depth)
@@ -398,13 +469,19 @@ class TrainStep:
 
     def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict]:
         """Runs one step: returns the new state and the step's metrics."""
+        if isinstance(self.objective, _MODEL_OBJECTIVES):
+            objectives_lib.check_batch_sizes(batch)  # shapes only: cheap
         if self.freezing is None:
             if self._freezing_for is not None:
                 raise ValueError(
                     "Gradient freezing builds its groups in `init`: create "
                     "the state with this step's `init` first."
                 )
-            return self._call(None, state, self._batch(batch))
+            self._check_skips()
+            new_state, metrics = self._call(None, state, self._batch(batch))
+            self._record_skip(metrics)
+            return new_state, metrics
+        self._check_skips()
         position = self._position(state)
         batch = self._batch(batch)
         if self.background_compile and self._compiler is None:
@@ -415,7 +492,45 @@ class TrainStep:
             self.freezing.depth(position), state, batch
         )
         self._last = (weakref.ref(new_state), position + 1)
+        self._record_skip(metrics)
         return new_state, metrics
+
+    def _record_skip(self, metrics) -> None:
+        """Keeps the step's skip flag for `_check_skips` (not read now)."""
+        if self.max_consecutive_skips is not None and "overflow" in metrics:
+            self._skip_flags.append(metrics["overflow"])
+
+    def _check_skips(self) -> None:
+        """Warns (or raises) after `max_consecutive_skips` skipped steps.
+
+        Runs before the next step is dispatched, so an error leaves the
+        caller's state valid (even with `donate_state`).
+        """
+        limit = self.max_consecutive_skips
+        if limit is None or len(self._skip_flags) <= min(
+            limit, SKIP_CHECK_WINDOW
+        ):
+            return
+        # Every flag but the newest: the device has finished (or is
+        # finishing) those steps, so reading them does not stall it.
+        flags = jax.device_get(self._skip_flags[:-1])
+        del self._skip_flags[:-1]
+        for skipped in flags:
+            self._skip_run = self._skip_run + 1 if bool(skipped) else 0
+            if self._skip_run != limit:
+                continue
+            message = (
+                f"{limit} train steps in a row were skipped: their gradients "
+                "were not finite (NaN or inf), so the params and optimizer "
+                "state have not changed since. Look for NaN or inf in the "
+                "data and the loss; a dynamic loss scale at its minimum that "
+                "still overflows means the unscaled loss does. (Set "
+                "`max_consecutive_skips` to change this limit, "
+                "`raise_on_skips=True` to stop training instead.)"
+            )
+            if self.raise_on_skips:
+                raise FloatingPointError(message)
+            user_warnings.warn(message, RuntimeWarning)
 
     def _call(self, depth, state, batch):
         key = self._depth_key(depth)
@@ -537,6 +652,62 @@ class TrainStep:
         return self.objective.merge(state.params, state.model_state)
 
 
+def check_skip_options(
+    skip_nonfinite, max_consecutive_skips, raise_on_skips
+) -> None:
+    """Validates the skipped-step options of a `TrainStep`."""
+    for name, value in (
+        ("skip_nonfinite", skip_nonfinite),
+        ("raise_on_skips", raise_on_skips),
+    ):
+        if not isinstance(value, bool):
+            raise TypeError(f"`{name}` must be a bool, got {value!r}.")
+    if max_consecutive_skips is not None and (
+        isinstance(max_consecutive_skips, bool)
+        or not isinstance(max_consecutive_skips, int)
+        or max_consecutive_skips < 1
+    ):
+        raise ValueError(
+            "`max_consecutive_skips` must be an int >= 1 or None (never "
+            f"warn), got {max_consecutive_skips!r}."
+        )
+
+
+def optimizer_metrics(opt_state, finite=None) -> dict[str, jax.Array]:
+    """The statistics boostax's optimizer stages keep in their states.
+
+    Args:
+      opt_state: the optimizer state after the step.
+      finite: with loss scaling, whether the step was applied (a skipped
+        step leaves the state, and so these statistics, as they were).
+
+    Returns:
+      ``updated`` (gradient accumulation: whether this micro-step ran the
+      optimizer), ``adasum_cosine`` (`boostax.adasum`: the mean cosine
+      between the updates the last AdaSum combined), ``dim_reduce_step_size``
+      and ``dim_reduce_trials`` (DimReduce: the last update's Armijo step,
+      0 when no trial was accepted, and its line-search trials), for the
+      stages present.
+    """
+    metrics = {}
+    acc = data_parallel_lib.find_state(
+        opt_state, accumulation_lib.GradientAccumulationState
+    )
+    if acc is not None:
+        updated = accumulation_lib.has_updated(acc)
+        metrics["updated"] = updated if finite is None else updated & finite
+    adasum = data_parallel_lib.find_state(opt_state, adasum_lib.AdaSumState)
+    if adasum is not None:
+        metrics["adasum_cosine"] = jnp.reshape(adasum.cosine, ())
+    dim_reduce = data_parallel_lib.find_state(
+        opt_state, dim_reduce_lib.DimReduceState
+    )
+    if dim_reduce is not None:
+        metrics["dim_reduce_step_size"] = dim_reduce.step_size
+        metrics["dim_reduce_trials"] = dim_reduce.trials
+    return metrics
+
+
 @contextlib.contextmanager
 def _no_context():
     yield
@@ -605,6 +776,9 @@ def make_train_step(
     predict_fn=None,
     data_parallel: data_parallel_lib.DataParallel | None = None,
     donate_state: bool = False,
+    skip_nonfinite: bool = False,
+    max_consecutive_skips: int | None = 100,
+    raise_on_skips: bool = False,
 ) -> TrainStep:
     """Builds a jitted train step from a model or loss and an optimizer.
 
@@ -622,6 +796,12 @@ def make_train_step(
         mesh (gradients averaged or AdaSum'd); ``None``: one device.
       donate_state: donate the input state's buffers to the step (saves
         memory; the old state cannot be used afterwards).
+      skip_nonfinite: skip (leave params, optimizer and model state exactly
+        as they were) a step whose gradients are not finite; `metrics` gets
+        ``overflow``.
+      max_consecutive_skips: after this many skipped steps in a row, warn
+        (``RuntimeWarning``); ``None``: never.
+      raise_on_skips: raise ``FloatingPointError`` instead of warning.
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)`` then
@@ -650,4 +830,7 @@ def make_train_step(
         optimizer,
         data_parallel=data_parallel,
         donate_state=donate_state,
+        skip_nonfinite=skip_nonfinite,
+        max_consecutive_skips=max_consecutive_skips,
+        raise_on_skips=raise_on_skips,
     )
