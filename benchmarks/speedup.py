@@ -332,9 +332,8 @@ def _probe(workload: str, mode: str, cache: str | None, quick: bool) -> dict:
     command += (
         ["--compilation-cache", cache] if cache else ["--no-compilation-cache"]
     )
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run(
-        command, check=True, env=env, capture_output=True, text=True
+        command, check=True, capture_output=True, text=True
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 

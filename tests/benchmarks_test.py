@@ -12,12 +12,29 @@ import tempfile
 
 from absl.testing import absltest, parameterized
 
+from tests import conftest
+
 BENCHMARKS = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks")
 SCRIPTS = sorted(
     path
     for path in glob.glob(os.path.join(BENCHMARKS, "*.py"))
     if not os.path.basename(path).startswith("_")
 )
+
+
+_SEPARATOR = "\n=====\n"
+# Runs `script -h` for each script path in argv, separated by _SEPARATOR.
+_HELP_OF_EACH = f"""
+import runpy, sys
+for i, script in enumerate(sys.argv[1:]):
+    if i:
+        print({_SEPARATOR!r}, end="")
+    sys.argv = [script, "-h"]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit:
+        pass
+"""
 
 
 class BenchmarksTest(parameterized.TestCase):
@@ -40,15 +57,20 @@ class BenchmarksTest(parameterized.TestCase):
             name = re.search(r"benchmarks/(\w+)\.py", command).group(1)
             used[name] = set(re.findall(r"(--[a-z][a-z-]*)", command))
         self.assertEqual(set(used), {"speedup", "less_bn", "grad_freeze"})
-        for name, flags in used.items():
-            helped = subprocess.run(
-                [sys.executable, os.path.join(BENCHMARKS, f"{name}.py"), "-h"],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            for flag in flags:
-                self.assertIn(flag, helped, name)
+        # Every script's --help, from one process (one JAX import).
+        names = sorted(used)
+        helped = subprocess.run(
+            [sys.executable, "-c", _HELP_OF_EACH]
+            + [os.path.join(BENCHMARKS, f"{name}.py") for name in names],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.path.abspath(BENCHMARKS)},
+        ).stdout.split(_SEPARATOR)
+        for name, text in zip(names, helped, strict=True):
+            self.assertIn("usage:", text, name)
+            for flag in used[name]:
+                self.assertIn(flag, text, name)
 
     @parameterized.named_parameters(
         (os.path.basename(path)[:-3], path) for path in SCRIPTS
@@ -57,7 +79,9 @@ class BenchmarksTest(parameterized.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "result.json")
             env = dict(os.environ)
-            env.pop("XLA_FLAGS", None)  # benchmarks choose their devices
+            # Benchmarks choose their devices; the suite's compile flags
+            # stay (quick mode is a smoke test, its timings are not read).
+            env["XLA_FLAGS"] = " ".join(conftest.COMPILE_FAST_FLAGS)
             # The suite's cache (tests/conftest.py): other tests compile
             # some of the same steps.
             cache = os.environ["JAX_COMPILATION_CACHE_DIR"]

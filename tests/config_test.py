@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import boostax
 
-# The seed's `boost_config_dict` with every default (reference/seed_api.md),
+# MindSpore's `boost_config_dict` with every default,
 # plus `grad_accumulation.grad_accumulation_step` and `boost.loss_scale_group`.
 SEED_DEFAULTS = {
     "boost": {

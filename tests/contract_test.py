@@ -19,10 +19,10 @@ def _read(*path):
 class ContractTest(absltest.TestCase):
     def test_ci_runs_the_readmes_test_command(self):
         commands = re.findall(r"```bash\n(.+?)\n```", _read("README.md"))
-        self.assertLen(commands, 2)
-        main_job, tests = commands
-        self.assertIn("boostax.examples.demo", main_job)
-        self.assertIn("pytest", tests)
+        # The two commands (and the docs build, which names neither).
+        (main_job,) = [c for c in commands if "boostax.examples.demo" in c]
+        (tests,) = [c for c in commands if "pytest" in c]
+        self.assertIn("pip install", main_job)
         ci_lines = _read(".ci", "run").strip().splitlines()
         self.assertEqual(ci_lines[-1], tests)
 

@@ -15,6 +15,7 @@ import optax
 from absl.testing import absltest
 
 import boostax
+from tests import conftest
 from tests import data_parallel_test as problem
 
 ROOT = os.path.join(os.path.dirname(__file__), os.pardir)
@@ -29,7 +30,11 @@ def _free_port() -> int:
 class MultiHostTest(absltest.TestCase):
     def test_two_processes_match_one(self):
         env = dict(os.environ)
-        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+        # The suite's compile flags, so that both sides compute alike.
+        env["XLA_FLAGS"] = " ".join(
+            ["--xla_force_host_platform_device_count=4"]
+            + list(conftest.COMPILE_FAST_FLAGS)
+        )
         env["PYTHONPATH"] = os.path.abspath(ROOT)
         address = f"127.0.0.1:{_free_port()}"
         with tempfile.TemporaryDirectory() as tmp:

@@ -22,8 +22,12 @@ from typing import Any, ClassVar
 
 from boostax._src import user_warnings
 
+#: The boost levels, as MindSpore names them: ``"O0"`` (no algorithm),
+#: ``"O1"`` (LessBN and gradient freezing), ``"O2"`` (O1 and AdaSum).
 LEVELS = ("O0", "O1", "O2")
+#: The values of ``boost.mode``: which algorithms a configuration switches on.
 MODES = ("auto", "manual", "enable_all", "disable_all")
+#: The algorithm switches of the ``boost`` section, in MindSpore's order.
 ALGORITHMS = (
     "less_bn",
     "grad_freeze",
@@ -354,14 +358,14 @@ class BoostConfig:
     sections of MindSpore's ``boost_config_dict``. The ``boost`` section's
     `mode` decides which algorithms run:
 
-    ========== ==========================================================
-    mode       algorithms switched on
-    ========== ==========================================================
-    auto       the level's: O0 none; O1 less_bn, grad_freeze; O2 O1 + adasum
-    manual     the switches given in ``boost``; the others keep the level's
-    enable_all all of them
+    =========== =========================================================
+    mode        algorithms switched on
+    =========== =========================================================
+    auto        the level's: O0 none; O1 less_bn, grad_freeze; O2 O1 + adasum
+    manual      the switches given in ``boost``; the others keep the level's
+    enable_all  all of them
     disable_all none
-    ========== ==========================================================
+    =========== =========================================================
 
     Every key has MindSpore's default. Unknown sections or keys raise
     `ValueError` (naming the closest valid name), wrong types `TypeError`,

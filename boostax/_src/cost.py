@@ -61,6 +61,8 @@ class Accelerator(NamedTuple):
         )
 
 
+#: The accelerators :func:`cost_report` can project a step time on, by name:
+#: their peak dense FLOP/s and memory bandwidth, from the vendors' datasheets.
 ACCELERATORS: Mapping[str, Accelerator] = {
     a.name: a
     for a in (

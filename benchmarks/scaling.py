@@ -1,0 +1,350 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Bytes each device sends per step: auto_boost("O2", mesh=...) vs averaging.
+
+For each ``nodes x devices-per-node`` layout of simulated CPU devices, the
+compiled data-parallel train step of the example models is read, nothing is
+run:
+
+- ``mean``: plain data parallelism, ``boostax.make_train_step(...,
+  data_parallel=boostax.DataParallel(mesh))`` (one all-reduce of the
+  gradients over every device, plus BatchNorm statistics);
+- ``O2``: ``boostax.auto_boost("O2", {"common": {"device_number": D}},
+  mesh=mesh)`` (LessBN, gradient freezing and AdaSum: gradients averaged
+  within each node of D devices, the optimizer's updates AdaSum'd across
+  nodes), its step with nothing frozen and, unless ``--quick``, every
+  freeze depth weighted by how often the freezing sequence runs it
+  (`boostax.cost_report`).
+
+Per step and device: the bytes sent in collectives (`boostax.collective_bytes`
+on the compiled HLO), split by the replica groups (source-target pairs for a
+``collective-permute``) into collectives within a node, collectives across
+nodes (one device per node in each group) and collectives spanning nodes
+with several devices of a node in a group (a flat all-reduce: how many of
+its bytes leave a node depends on the algorithm NCCL or the TPU runtime
+picks). Devices ``i`` and ``j`` share a node when ``i // D == j // D``.
+
+The devices are simulated on the host CPU (the script asks JAX for 16): the
+bytes come from the compiled HLO and hold for any backend that compiles the
+same collectives; no time is measured, since simulated devices have no
+network.
+
+    python benchmarks/scaling.py            # full run, writes results/
+    python benchmarks/scaling.py --quick    # smoke test (the test suite)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+import warnings
+
+import _common
+import jax
+import numpy as np
+import optax
+
+import boostax
+from boostax.examples import compilation_cache, models
+
+# Before any backend use: 16 host CPU devices, whatever XLA_FLAGS says.
+NUM_DEVICES = 16
+jax.config.update("jax_num_cpu_devices", NUM_DEVICES)
+
+# (nodes, devices per node): one 8-device host cut into nodes by
+# `common.device_number`, and two or four hosts of 16 devices in all.
+MESHES = ((1, 8), (2, 4), (4, 2), (8, 1), (2, 8), (4, 4))
+QUICK_MESHES = ((2, 4),)
+
+# --------------------------------------------------------------------------
+# Models.
+
+
+def _model(name: str):
+    """``(model, input shape of one example, O2's freezing groups)``, as in
+    `boostax.examples.speedup`'s workloads (the small ResNet has 7 parameter
+    chunks: 10 groups would freeze nothing)."""
+    if name == "resnet_small":  # the demo's quick ResNet, digits 8x8x1
+        return (
+            models.ResNet(stage_sizes=(1, 1), widths=(16, 32)),
+            (8, 8, 1),
+            3,
+        )
+    if name == "bottleneck":  # the speed benchmark's, digits at 32x32x3
+        return (
+            models.BottleneckResNet(stage_sizes=(2, 2, 2), widths=(8, 16, 32)),
+            (32, 32, 3),
+            10,
+        )
+    raise ValueError(name)
+
+
+def _describe(model, shape) -> str:
+    return (
+        f"{type(model).__name__}{tuple(model.stage_sizes)} widths "
+        f"{tuple(model.widths)} on {'x'.join(map(str, shape))}"
+    )
+
+
+def _variables(model, shape):
+    """Zero variables of the model's shapes: the bytes do not depend on the
+    values, and tracing is cheaper than compiling the init."""
+    abstract = jax.eval_shape(
+        lambda: model.init(
+            jax.random.PRNGKey(0), np.zeros((1, *shape), np.float32)
+        )
+    )
+    return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract)
+
+
+def _nbytes(tree) -> int:
+    return sum(
+        int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
+        for x in jax.tree.leaves(tree)
+    )
+
+
+# --------------------------------------------------------------------------
+# Collective bytes by where they go.
+
+_GROUPS = re.compile(r"replica_groups=\{(\{[\d,]*\}(?:,\{[\d,]*\})*)?\}")
+_IOTA = re.compile(
+    r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?"
+)
+_PAIRS = re.compile(r"source_target_pairs=\{(\{\d+,\d+\}(?:,\{\d+,\d+\})*)\}")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def replica_groups(line: str, num_devices: int) -> list[list[int]]:
+    """The device groups of one HLO collective (all devices when none)."""
+    m = _IOTA.search(line)
+    if m:
+        ids = np.arange(num_devices).reshape(_ints(m.group(2)))
+        if m.group(3):
+            ids = ids.transpose(_ints(m.group(3)))
+        return ids.reshape(_ints(m.group(1))).tolist()
+    m = _GROUPS.search(line)
+    if m and m.group(1):
+        return [_ints(g) for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
+    return [list(range(num_devices))]
+
+
+def split_bytes(hlo: str, num_devices: int, per_node: int) -> dict:
+    """Bytes per device in the collectives of `hlo`, by where they go.
+
+    Each collective's bytes are `boostax.collective_bytes` of its line, so
+    the parts add up to `boostax.collective_bytes(hlo)`. A
+    ``collective-permute``'s are split by the share of its source-target
+    pairs within and across nodes.
+
+    Returns:
+      ``{"total", "within_node", "across_nodes", "spanning_nodes",
+      "collectives"}`` (bytes per device; ``{op: count}``).
+    """
+    parts = {"within_node": 0.0, "across_nodes": 0.0, "spanning_nodes": 0.0}
+    collectives = {}
+    for line in hlo.splitlines():
+        sent, counts = boostax.collective_bytes(line)
+        if not counts:
+            continue
+        for op, n in counts.items():
+            collectives[op] = collectives.get(op, 0) + n
+        pairs = _PAIRS.search(line)
+        if pairs:
+            pairs = [_ints(p) for p in re.findall(r"\{(\d+,\d+)\}", pairs[1])]
+            across = sum(a // per_node != b // per_node for a, b in pairs)
+            parts["across_nodes"] += sent * across / len(pairs)
+            parts["within_node"] += sent * (len(pairs) - across) / len(pairs)
+            continue
+        nodes = [
+            [d // per_node for d in g]
+            for g in replica_groups(line, num_devices)
+        ]
+        if all(len(set(g)) <= 1 for g in nodes):
+            parts["within_node"] += sent
+        elif all(len(set(g)) == len(g) for g in nodes):
+            parts["across_nodes"] += sent
+        else:
+            parts["spanning_nodes"] += sent
+    total = boostax.collective_bytes(hlo)[0]
+    return {"total": total, **parts, "collectives": collectives}
+
+
+# --------------------------------------------------------------------------
+# One layout.
+
+
+def measure(name: str, nodes: int, per_node: int, args) -> dict:
+    model, shape, param_groups = _model(name)
+    devices = nodes * per_node
+    mesh = jax.make_mesh(
+        (devices,), ("data",), devices=jax.devices("cpu")[:devices]
+    )
+    batch = (
+        np.zeros((args.batch_size, *shape), np.float32),
+        np.zeros((args.batch_size,), np.int32),
+    )
+    variables = _variables(model, shape)
+    optimizer = optax.sgd(args.learning_rate, momentum=0.9)
+    start = time.perf_counter()
+
+    plain = boostax.make_train_step(
+        optimizer,
+        model=model,
+        loss=models.cross_entropy,
+        data_parallel=boostax.DataParallel(mesh),
+    )
+    plain_compiled = plain.lower(plain.init(variables), batch).compile()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        boosted = boostax.auto_boost(
+            "O2",
+            {
+                "common": {"device_number": per_node},
+                "grad_freeze": {"param_groups": param_groups},
+            },
+            optimizer=optimizer,
+            model=model,
+            loss=models.cross_entropy,
+            sample_inputs=batch[0][:1],
+            mesh=mesh,
+        )
+        state = boosted.init(variables)
+    dp = boosted.data_parallel
+    o2 = {
+        "algorithms": [
+            a
+            for a in ("less_bn", "grad_freeze", "adasum")
+            if boosted.config.is_enabled(a)
+        ],
+        "reduction": dp.reduction,
+        "nodes_adasum": dp.num_nodes if dp.reduction == "adasum" else None,
+        "param_groups": param_groups,
+        "warnings": [str(w.message) for w in caught],
+        "param_bytes": _nbytes(state.params),
+    }
+    if args.quick:
+        first = boosted.lower(state, batch).compile()
+        o2["nothing_frozen"] = split_bytes(first.as_text(), devices, per_node)
+    else:
+        report = boostax.cost_report(
+            boosted, state, batch, baseline=plain_compiled
+        )
+        compiled = boosted.compile_all(state, batch)
+        by_depth = {
+            ("step" if k is None else f"depth {k}"): split_bytes(
+                c.as_text(), devices, per_node
+            )
+            for k, c in sorted(compiled.items(), key=lambda kv: kv[0] or 0)
+        }
+        o2["nothing_frozen"] = by_depth["depth 0"]
+        o2["by_depth"] = by_depth
+        o2["shares"] = report.shares
+        o2["weighted_collective_bytes"] = report.weighted["collective_bytes"]
+        o2["weighted_over_plain"] = report.ratios["collective_bytes"]
+    return {
+        "model": _describe(model, shape),
+        "nodes": nodes,
+        "devices_per_node": per_node,
+        "devices": devices,
+        "global_batch": args.batch_size,
+        "param_bytes": _nbytes(variables["params"]),
+        "mean": split_bytes(plain_compiled.as_text(), devices, per_node),
+        "O2": o2,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+# --------------------------------------------------------------------------
+
+
+def _kb(value: float) -> str:
+    return f"{value / 1e3:8.1f}"
+
+
+def print_table(rows: list[dict]) -> None:
+    print(
+        "\nkB sent per device per step (compiled HLO; within / across / "
+        "spanning nodes)"
+    )
+    print(
+        f"  {'model':<12} {'N x D':>6} {'params':>8} | {'mean':>8} | "
+        f"{'O2':>8} {'within':>8} {'across':>8} {'span':>8} "
+        f"{'/mean':>6} {'weighted':>8}"
+    )
+    for r in rows:
+        m, o = r["mean"], r["O2"]
+        first = o["nothing_frozen"]
+        weighted = o.get("weighted_collective_bytes")
+        print(
+            f"  {r['name']:<12} {r['nodes']:>2} x {r['devices_per_node']:<2}"
+            f"{_kb(r['param_bytes'])} | {_kb(m['total'])} | "
+            f"{_kb(first['total'])} {_kb(first['within_node'])} "
+            f"{_kb(first['across_nodes'])} {_kb(first['spanning_nodes'])} "
+            f"{first['total'] / m['total']:>6.2f} "
+            f"{'' if weighted is None else _kb(weighted):>8}"
+        )
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--models", default="resnet_small,bottleneck", help="example models"
+    )
+    parser.add_argument(
+        "--meshes",
+        default=",".join(f"{n}x{d}" for n, d in MESHES),
+        help="NODESxDEVICES_PER_NODE layouts (at most 16 devices)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="global batch (shapes only; the bytes do not depend on it)",
+    )
+    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument(
+        "--out", default=os.path.join(_common.RESULTS_DIR, "scaling.json")
+    )
+    compilation_cache.add_arguments(parser)
+    args = parser.parse_args(argv)
+    compilation_cache.from_arguments(args)
+    if args.quick:
+        args.models = "resnet_small"
+        args.meshes = ",".join(f"{n}x{d}" for n, d in QUICK_MESHES)
+    meshes = [tuple(map(int, m.split("x"))) for m in args.meshes.split(",")]
+    cpus = len(jax.devices("cpu"))
+    for nodes, per_node in meshes:
+        if nodes * per_node > cpus or args.batch_size % (nodes * per_node):
+            raise ValueError(
+                f"Layout {nodes}x{per_node}: needs at most {cpus} devices "
+                f"and a global batch ({args.batch_size}) divisible by them."
+            )
+
+    start = time.perf_counter()
+    rows = []
+    for name in args.models.split(","):
+        for nodes, per_node in meshes:
+            print(f"compiling {name} on {nodes} x {per_node}", flush=True)
+            rows.append({"name": name, **measure(name, nodes, per_node, args)})
+    print_table(rows)
+    result = {
+        "benchmark": "scaling",
+        "quick": args.quick,
+        "devices": f"{cpus} x {jax.devices('cpu')[0].device_kind} (simulated)",
+        "configurations": rows,
+        "seconds": time.perf_counter() - start,
+    }
+    _common.write_result(args.out, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
