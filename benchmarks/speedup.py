@@ -137,17 +137,7 @@ def measure_workload(workload, levels, seeds, args, mesh) -> dict:
                 if name != arms[0].name
             }
         )
-    batch = next(workload.batches(0, 0))
-    reports = {
-        arm.name: boostax.cost_report(
-            arm.train_step,
-            arm.init(0),
-            batch,
-            baseline=None if arm.data_parallel else arms[0].step,
-            accelerator=args.accelerator,
-        )
-        for arm in arms[1:]
-    }
+    reports = speedup.cost_reports(arms, workload, args.accelerator)
     plain_compile = arms[0].compile_seconds
     summary = {
         arm.name: _summarize(

@@ -169,18 +169,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         arms, workload, repetitions=repetitions, steps=steps
     )
     plain_arm = arms[0]
-    batch = next(workload.batches(0, 0))
-    reports = {
-        arm.name: boostax.cost_report(
-            arm.train_step,
-            arm.init(0),
-            batch,
-            # One-device levels against the hand-written step; data-parallel
-            # ones against plain Optax on the same mesh.
-            baseline=None if arm.data_parallel else plain_arm.step,
-        )
-        for arm in arms[1:]
-    }
+    reports = speedup.cost_reports(arms, workload)
     plain_run = runs[plain_arm.name]
     plain = {
         "steps": plain_run.steps_to_target,

@@ -440,6 +440,31 @@ def step_costs(
     return costs
 
 
+def cost_reports(
+    arms: Sequence[Arm],
+    workload: Workload,
+    accelerator: str | boostax.Accelerator | None = None,
+) -> dict[str, boostax.CostReport]:
+    """`boostax.cost_report` of every arm but the first (plain Optax).
+
+    One-device levels are compared with the first arm's hand-written step;
+    data-parallel ones with plain Optax on the same mesh. `accelerator`:
+    that of the roofline projection (``None``: `cost_report`'s default).
+    """
+    batch = next(workload.batches(0, 0))
+    projection = {} if accelerator is None else {"accelerator": accelerator}
+    return {
+        arm.name: boostax.cost_report(
+            arm.train_step,
+            arm.init(0),
+            batch,
+            baseline=None if arm.data_parallel else arms[0].step,
+            **projection,
+        )
+        for arm in arms[1:]
+    }
+
+
 def decompose(
     plain_steps: int | None,
     level_steps: int | None,
