@@ -5,7 +5,8 @@
 Arguments: coordinator address, number of processes, this process's id, the
 output file. Each process has 4 CPU devices (XLA_FLAGS set by the test),
 trains the data-parallel AdaSum step of `tests.data_parallel_test` on its
-share of every batch, and process 0 writes the final params.
+share of every batch, on a flat mesh and on a ``(node, local)`` mesh with
+one node per process, and process 0 writes the final params.
 """
 
 import sys
@@ -24,30 +25,37 @@ def main(address, num_processes, process_id, out):
     import boostax
     from tests import data_parallel_test as problem
 
-    mesh = jax.make_mesh((len(jax.devices()),), ("data",))
-    ts = boostax.make_train_step(
-        optax.adam(1e-2),
-        loss_fn=problem.loss_fn,
-        data_parallel=boostax.DataParallel(mesh, reduction="adasum"),
-    )
-    state = ts.init(problem._params())
+    # A flat mesh over every process's devices, and the multi-host layout of
+    # the scaling guide: one node per process, AdaSum across processes.
+    meshes = {
+        "flat": (jax.make_mesh((len(jax.devices()),), ("data",)), None),
+        "nodes": (boostax.node_mesh(jax.local_device_count()), "local"),
+    }
     share = problem.BATCH // num_processes
     rows = slice(process_id * share, (process_id + 1) * share)
-    for seed in range(3):
-        batch = jax.tree.map(lambda a: a[rows], problem._batch(seed))
-        state, metrics = ts(state, batch)
-    if process_id == 0:
-        np.savez(
-            out,
-            loss=np.asarray(metrics["loss"]),
-            processes=np.array([d.process_index for d in mesh.devices.flat]),
-            **{
-                "/".join(k.key for k in path): np.asarray(leaf)
-                for path, leaf in jax.tree_util.tree_leaves_with_path(
-                    state.params
-                )
-            },
+    results = {}
+    for name, (mesh, local_axis) in meshes.items():
+        ts = boostax.make_train_step(
+            optax.adam(1e-2),
+            loss_fn=problem.loss_fn,
+            data_parallel=boostax.DataParallel(
+                mesh, reduction="adasum", local_axis=local_axis
+            ),
         )
+        state = ts.init(problem._params())
+        for seed in range(3):
+            batch = jax.tree.map(lambda a: a[rows], problem._batch(seed))
+            state, metrics = ts(state, batch)
+        results[f"{name}:loss"] = np.asarray(metrics["loss"])
+        devices = np.atleast_2d(mesh.devices)  # (nodes, local) rows
+        results[f"{name}:processes"] = np.vectorize(lambda d: d.process_index)(
+            devices
+        )
+        for path, leaf in jax.tree_util.tree_leaves_with_path(state.params):
+            key = "/".join(k.key for k in path)
+            results[f"{name}:{key}"] = np.asarray(leaf)
+    if process_id == 0:
+        np.savez(out, **results)
     jax.distributed.shutdown()
 
 

@@ -64,30 +64,35 @@ class MultiHostTest(absltest.TestCase):
             result = dict(np.load(out))
         # Process 0's devices come first: its half of the batch is the first.
         np.testing.assert_array_equal(
-            result.pop("processes"), [0, 0, 0, 0, 1, 1, 1, 1]
+            result["flat:processes"], [[0, 0, 0, 0, 1, 1, 1, 1]]
         )
-
-        mesh = jax.make_mesh((8,), ("data",))
-        ts = boostax.make_train_step(
-            optax.adam(1e-2),
-            loss_fn=problem.loss_fn,
-            data_parallel=boostax.DataParallel(mesh, reduction="adasum"),
+        # One node per process: AdaSum runs across the processes.
+        np.testing.assert_array_equal(
+            result["nodes:processes"], [[0, 0, 0, 0], [1, 1, 1, 1]]
         )
-        state = ts.init(problem._params())
-        for seed in range(3):
-            state, metrics = ts(state, problem._batch(seed))
-        np.testing.assert_allclose(
-            result.pop("loss"), metrics["loss"], rtol=1e-6
-        )
-        expected = {
-            "/".join(k.key for k in path): np.asarray(leaf)
-            for path, leaf in jax.tree_util.tree_leaves_with_path(state.params)
+        meshes = {
+            "flat": (jax.make_mesh((8,), ("data",)), None),
+            "nodes": (boostax.node_mesh(4), "local"),
         }
-        self.assertEqual(set(result), set(expected))
-        for name, value in expected.items():
-            np.testing.assert_allclose(
-                result[name], value, rtol=1e-6, atol=1e-7, err_msg=name
+        for name, (mesh, local_axis) in meshes.items():
+            ts = boostax.make_train_step(
+                optax.adam(1e-2),
+                loss_fn=problem.loss_fn,
+                data_parallel=boostax.DataParallel(
+                    mesh, reduction="adasum", local_axis=local_axis
+                ),
             )
+            state = ts.init(problem._params())
+            for seed in range(3):
+                state, metrics = ts(state, problem._batch(seed))
+            np.testing.assert_allclose(
+                result[f"{name}:loss"], metrics["loss"], rtol=1e-6
+            )
+            for path, leaf in jax.tree_util.tree_leaves_with_path(state.params):
+                key = f"{name}:" + "/".join(k.key for k in path)
+                np.testing.assert_allclose(
+                    result[key], leaf, rtol=1e-6, atol=1e-7, err_msg=key
+                )
 
 
 if __name__ == "__main__":
