@@ -345,6 +345,10 @@ def p16(o, x):  # (concatenation, layer(max pool))
     return o.head(o.concat(features, dense_layer(o, "l", pool)))
 
 
+def p6_cast_output(o, x):  # the output is a cast and reshape of the logits
+    return p6(o, x).astype(jnp.bfloat16).reshape(x.shape[0], 5, 2)
+
+
 def avg_pool_transition(o, x):  # DenseNet-BC transition with average pooling
     x = o.max_pool(o.conv("stem", x))
     x = o.concat(x, dense_layer(o, "l", x))
@@ -410,6 +414,7 @@ CASES = {
     # Pattern 15 is shadowed by pattern 13 the same way (same BN).
     "p15": Case(p15, {"l_n2": 13}),
     "p16": Case(p16, {"l_n2": 16}),
+    "p6_cast_output": Case(p6_cast_output, {"b_c1_bn": 6}),
     # Swapped operands: matched on the fallback order.
     "p1_swapped": Case(
         p1, {"b_c1_bn": 1, "b_c2_bn": 1, "b_proj_bn": 1}, swap=True

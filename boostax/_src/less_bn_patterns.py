@@ -372,11 +372,9 @@ class _MindSporeView:
 
     def breadth_first(self) -> Iterator[_Ref]:
         """Every node, outputs first (MindSpore's sweep from the return)."""
-        sinks = [
-            n
-            for n in self.graph.nodes
-            if not n.consumers and n.kind not in ("input", "pass")
-        ]
+        # A sink may be a cast or reshape of the logits: its inputs are
+        # read through it, like any node's.
+        sinks = [n for n in self.graph.nodes if not n.consumers]
         queue = collections.deque(r for r in map(self.ref, sinks) if r)
         seen = set()
         while queue:
