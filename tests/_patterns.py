@@ -445,7 +445,15 @@ MIXED = {
 }
 
 
-def build(case: Case, framework: str, x) -> Any:
+def build(case: Case, framework: str, x, *, abstract: bool = False) -> Any:
+    """The network of `case` as a Linen or NNX model.
+
+    An NNX model is built by running the network on `x`; `abstract` builds
+    it under `nnx.eval_shape` (shapes only, no op compiled: enough for
+    LessBN's decisions, which read shapes).
+    """
     if framework == "linen":
         return linen(case.network, case.swap)
+    if abstract:
+        return nnx.eval_shape(lambda: nnx_(case.network, x, case.swap))
     return nnx_(case.network, x, case.swap)
