@@ -9,7 +9,6 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import optax
 from jax.sharding import Mesh
 
@@ -126,24 +125,15 @@ def dim_reduce_from_config(
 def _check_pca_source(section: config_lib.DimReduceSection, trajectory):
     """Raises, in `auto_boost`'s terms, if DimReduce has no PCA matrix.
 
-    `trajectory_lib.pca_matrix` would say the same, naming its own
-    arguments (``snapshots``) rather than the ones the user passed.
+    `trajectory_lib.pca_matrix` makes the same checks (`as_snapshots`,
+    `has_pca_source`) but names its own arguments (``snapshots``), not the
+    ones the user passed.
     """
     path = section.pca_mat_path
     if trajectory is not None:
-        if isinstance(trajectory, trajectory_lib.Trajectory):
-            shape = trajectory.snapshots.shape
-        else:
-            shape = np.shape(trajectory)
-        if len(shape) != 2:
-            raise ValueError(
-                "`trajectory` must be a boostax.Trajectory or an (S, N) "
-                f"array of flattened params snapshots, got shape {shape}."
-            )
+        trajectory_lib.as_snapshots(trajectory, name="trajectory")
         return
-    if section.weight_load_dir is None and (
-        path is None or not os.path.isfile(path)
-    ):
+    if not trajectory_lib.has_pca_source(path, section.weight_load_dir, None):
         missing = (
             "" if path is None else f" (`pca_mat_path` {path!r} does not exist)"
         )

@@ -432,16 +432,28 @@ def load_trajectory(
 # PCA.
 
 
-def _as_snapshots(snapshots) -> np.ndarray:
+def as_snapshots(snapshots, name: str = "snapshots") -> np.ndarray:
+    """The ``(S, N)`` array of a `Trajectory` or an array; `name` is the
+    argument the caller's user passed it as, for the error."""
     if isinstance(snapshots, Trajectory):
         snapshots = snapshots.snapshots
     data = np.asarray(snapshots)
     if data.ndim != 2:
         raise ValueError(
-            "`snapshots` must be an (S, N) array or a Trajectory, got shape "
-            f"{data.shape}."
+            f"`{name}` must be a boostax.Trajectory or an (S, N) array of "
+            f"flattened params snapshots, got shape {data.shape}."
         )
     return data
+
+
+def has_pca_source(pca_mat_path, weight_load_dir, snapshots) -> bool:
+    """Whether `pca_matrix` has a matrix to read or snapshots to compute
+    one from."""
+    return (
+        snapshots is not None
+        or weight_load_dir is not None
+        or (pca_mat_path is not None and os.path.isfile(pca_mat_path))
+    )
 
 
 def _check_count(name: str, value, minimum: int) -> int:
@@ -458,7 +470,7 @@ def _check_count(name: str, value, minimum: int) -> int:
 
 def _centered(snapshots, n_components: int) -> np.ndarray:
     """Float64 copy of the snapshots minus their mean over snapshots."""
-    data = _as_snapshots(snapshots)
+    data = as_snapshots(snapshots)
     n_samples, n_features = data.shape
     if n_samples < n_components:
         raise ValueError(
@@ -828,7 +840,7 @@ def pca_matrix(
             )
     size = None if like is None else _like_size(like)
     if snapshots is not None:
-        snapshots = _as_snapshots(snapshots)
+        snapshots = as_snapshots(snapshots)
         if size is None:
             size = snapshots.shape[1]
 
@@ -836,7 +848,7 @@ def pca_matrix(
         matrix = np.load(pca_mat_path, allow_pickle=False)
         return _check_matrix(matrix, k, size, pca_mat_path)
 
-    if snapshots is None and weight_load_dir is None:
+    if not has_pca_source(pca_mat_path, weight_load_dir, snapshots):
         raise ValueError(
             "pca_matrix needs an existing `pca_mat_path`, or `snapshots` (an "
             "(S, N) array or a Trajectory) or `weight_load_dir` (a directory "
