@@ -14,11 +14,16 @@ import sys
 import jax
 
 
-def main(address, num_processes, process_id, out):
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-        address, num_processes=num_processes, process_id=process_id
-    )
+def train(devices_per_node: int, rows: slice) -> dict:
+    """Trains on a flat mesh and on a ``(node, local)`` mesh of nodes of
+    `devices_per_node`, each process on its `rows` of every batch.
+
+    Returns, per mesh ``name``: ``name:loss``, ``name:processes`` (the
+    process of each device, one row per node) and ``name:<param path>``.
+    The test calls it in one process on every row to get the expected
+    values.
+    """
+    # Imported only now: a worker initializes jax.distributed first.
     import numpy as np
     import optax
 
@@ -29,10 +34,8 @@ def main(address, num_processes, process_id, out):
     # the scaling guide: one node per process, AdaSum across processes.
     meshes = {
         "flat": (jax.make_mesh((len(jax.devices()),), ("data",)), None),
-        "nodes": (boostax.node_mesh(jax.local_device_count()), "local"),
+        "nodes": (boostax.node_mesh(devices_per_node), "local"),
     }
-    share = problem.BATCH // num_processes
-    rows = slice(process_id * share, (process_id + 1) * share)
     results = {}
     for name, (mesh, local_axis) in meshes.items():
         ts = boostax.make_train_step(
@@ -54,6 +57,21 @@ def main(address, num_processes, process_id, out):
         for path, leaf in jax.tree_util.tree_leaves_with_path(state.params):
             key = "/".join(k.key for k in path)
             results[f"{name}:{key}"] = np.asarray(leaf)
+    return results
+
+
+def main(address, num_processes, process_id, out):
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        address, num_processes=num_processes, process_id=process_id
+    )
+    import numpy as np
+
+    from tests import data_parallel_test as problem
+
+    share = problem.BATCH // num_processes
+    rows = slice(process_id * share, (process_id + 1) * share)
+    results = train(jax.local_device_count(), rows)
     if process_id == 0:
         np.savez(out, **results)
     jax.distributed.shutdown()
