@@ -35,6 +35,8 @@ judged on simulated devices that share two cores.
 
     python benchmarks/speedup.py --no-compilation-cache   # cold compiles
     python benchmarks/speedup.py --quick                  # smoke test
+    python benchmarks/speedup.py --less-bn-ablation --workloads digits32 \
+        --seeds 3                         # which part of LessBN costs steps
 """
 
 from __future__ import annotations
@@ -78,33 +80,47 @@ def _spread(values) -> dict[str, Any]:
     }
 
 
-def _arms(workload, levels, mesh, algorithms):
-    """Plain Optax, the levels, and (with `algorithms`) the algorithms of
-    each level alone."""
+def _less_bn_row(name: str, fn_flag: bool, gc_flag: bool):
+    config = {
+        "boost": {"mode": "manual", "less_bn": True, "grad_freeze": False},
+        "less_bn": {"fn_flag": fn_flag, "gc_flag": gc_flag},
+    }
+    return name, "O1", config
+
+
+# LessBN taken apart (--less-bn-ablation): BatchNorm removal with and
+# without the FN head and gradient centralization (O1 has both).
+LESS_BN_ABLATION = (
+    _less_bn_row("O1 less_bn", fn_flag=True, gc_flag=True),
+    _less_bn_row("O1 BN+GC", fn_flag=False, gc_flag=True),
+    _less_bn_row("O1 BN+FN", fn_flag=True, gc_flag=False),
+    _less_bn_row("O1 BN", fn_flag=False, gc_flag=False),
+)
+
+
+def _arms(workload, levels, rows, mesh):
+    """Plain Optax, the levels, then `rows` (``(name, level, config)``:
+    a level in manual mode)."""
     arms = [speedup.plain_arm(workload)]
     for level in levels:
         arms.append(speedup.level_arm(workload, level, mesh=mesh))
-    if algorithms:
-        for name, level, config in speedup.ALGORITHM_ROWS:
-            if level in levels:
-                arms.append(
-                    speedup.level_arm(
-                        workload, level, config, name=name, mesh=mesh
-                    )
-                )
+    for name, level, config in rows:
+        arms.append(
+            speedup.level_arm(workload, level, config, name=name, mesh=mesh)
+        )
     return arms
 
 
-def measure_workload(workload, levels, seeds, args, mesh) -> dict:
+def measure_workload(workload, levels, rows, seeds, args, mesh) -> dict:
     """Steps to target, step costs, cost reports and speed-ups of one
-    workload."""
+    workload: plain Optax, the `levels` and the `rows` (see `_arms`)."""
     print(
         f"\n== {workload.name}: {workload.description}; target "
         f"{workload.target:.0%}, test accuracy every {workload.eval_every} "
         f"steps, budget {workload.epochs} epochs; {len(seeds)} seeds",
         flush=True,
     )
-    arms = _arms(workload, levels, mesh, args.algorithms)
+    arms = _arms(workload, levels, rows, mesh)
     runs: dict[str, list] = {arm.name: [] for arm in arms}
     for seed in seeds:
         order = arms if seed % 2 == 0 else list(reversed(arms))
@@ -432,6 +448,13 @@ def main(argv=None) -> dict:
         "--device", default="auto", help="cpu, gpu, tpu or auto (default)"
     )
     parser.add_argument(
+        "--less-bn-ablation",
+        action="store_true",
+        help="instead of the levels: LessBN with and without its FN head "
+        "and gradient centralization (no compilation measurements; default "
+        "--out results/speedup_less_bn_ablation.json)",
+    )
+    parser.add_argument(
         "--skip-compilation",
         action="store_true",
         help="skip the fresh-process compilation measurements",
@@ -441,11 +464,14 @@ def main(argv=None) -> dict:
         choices=("serial", "background"),
         help=argparse.SUPPRESS,
     )
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "speedup.json")
-    )
+    parser.add_argument("--out")
     compilation_cache.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.out is None:
+        stem = "speedup"
+        if args.less_bn_ablation:
+            stem += "_less_bn_ablation"
+        args.out = os.path.join(_common.RESULTS_DIR, f"{stem}.json")
     cache = compilation_cache.from_arguments(args)
     if args.probe_compile:
         print(
@@ -469,11 +495,20 @@ def main(argv=None) -> dict:
         workload = speedup.WORKLOADS[name](quick=args.quick)
         if args.quick:  # one epoch of a small model: a reachable target
             workload = dataclasses.replace(workload, target=0.5)
-        levels = ["O0", "O1"] + (["O2"] if name in args.o2_workloads else [])
+        if args.less_bn_ablation:
+            levels, rows = [], LESS_BN_ABLATION
+        else:
+            levels = ["O0", "O1"]
+            levels += ["O2"] if name in args.o2_workloads else []
+            rows = [
+                row
+                for row in speedup.ALGORITHM_ROWS
+                if args.algorithms and row[1] in levels
+            ]
         results[name] = measure_workload(
-            workload, levels, range(args.seeds), args, mesh
+            workload, levels, rows, range(args.seeds), args, mesh
         )
-        if not args.skip_compilation:
+        if not (args.skip_compilation or args.less_bn_ablation):
             results[name]["compilation"] = measure_compilation(name, args.quick)
     checks = verdicts(results)
     for check, met in checks.items():

@@ -76,35 +76,59 @@ class BenchmarksTest(parameterized.TestCase):
         (os.path.basename(path)[:-3], path) for path in SCRIPTS
     )
     def test_quick_mode(self, script):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "result.json")
-            env = dict(os.environ)
-            # Benchmarks choose their devices; the suite's compile flags
-            # stay (quick mode is a smoke test, its timings are not read).
-            env["XLA_FLAGS"] = " ".join(conftest.COMPILE_FAST_FLAGS)
-            # The suite's cache (tests/conftest.py): other tests compile
-            # some of the same steps.
-            cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
-            subprocess.run(
-                [
-                    sys.executable,
-                    script,
-                    "--quick",
-                    "--out",
-                    out,
-                    "--compilation-cache",
-                    cache,
-                ],
-                check=True,
-                env=env,
-                timeout=600,
-            )
-            with open(out, encoding="utf-8") as f:
-                result = json.load(f)
+        result = _run_quick(script)
         self.assertTrue(result["quick"])
         self.assertIn("environment", result)
         self.assertIn("command", result)
-        self.assertEqual(result["compilation_cache_dir"], cache)
+        self.assertEqual(
+            result["compilation_cache_dir"],
+            os.environ["JAX_COMPILATION_CACHE_DIR"],
+        )
+
+    def test_speedup_less_bn_ablation(self):
+        result = _run_quick(
+            os.path.join(BENCHMARKS, "speedup.py"), "--less-bn-ablation"
+        )
+        digits = result["workloads"]["digits"]
+        self.assertEqual(
+            list(digits["summary"]),
+            ["plain optax", "O1 less_bn", "O1 BN+GC", "O1 BN+FN", "O1 BN"],
+        )
+        self.assertNotIn("compilation", digits)
+        less_bn = {
+            name: report["less_bn"]
+            for name, report in digits["cost_reports"].items()
+        }
+        # Every variant removes the same BatchNorms; two have the FN head.
+        removed = {tuple(r["removed"]) for r in less_bn.values()}
+        self.assertLen(removed, 1)
+        self.assertNotEmpty(removed.pop())
+        self.assertEqual(
+            [name for name, r in less_bn.items() if r["fn_head"]],
+            ["O1 less_bn", "O1 BN+FN"],
+        )
+
+
+def _run_quick(script, *args):
+    """Runs `script --quick *args` in a subprocess; returns its JSON."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.json")
+        env = dict(os.environ)
+        # Benchmarks choose their devices; the suite's compile flags stay
+        # (quick mode is a smoke test, its timings are not read).
+        env["XLA_FLAGS"] = " ".join(conftest.COMPILE_FAST_FLAGS)
+        # The suite's cache (tests/conftest.py): other tests compile some of
+        # the same steps.
+        cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
+        subprocess.run(
+            [sys.executable, script, "--quick", *args, "--out", out]
+            + ["--compilation-cache", cache],
+            check=True,
+            env=env,
+            timeout=600,
+        )
+        with open(out, encoding="utf-8") as f:
+            return json.load(f)
 
 
 if __name__ == "__main__":
