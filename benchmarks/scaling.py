@@ -47,6 +47,7 @@ import numpy as np
 import optax
 
 import boostax
+from boostax._src import cost as cost_lib
 from boostax.examples import compilation_cache, models
 
 # Before any backend use: 16 host CPU devices, whatever XLA_FLAGS says.
@@ -109,29 +110,7 @@ def _nbytes(tree) -> int:
 # --------------------------------------------------------------------------
 # Collective bytes by where they go.
 
-_GROUPS = re.compile(r"replica_groups=\{(\{[\d,]*\}(?:,\{[\d,]*\})*)?\}")
-_IOTA = re.compile(
-    r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?"
-)
 _PAIRS = re.compile(r"source_target_pairs=\{(\{\d+,\d+\}(?:,\{\d+,\d+\})*)\}")
-
-
-def _ints(text: str) -> list[int]:
-    return [int(v) for v in text.split(",") if v]
-
-
-def replica_groups(line: str, num_devices: int) -> list[list[int]]:
-    """The device groups of one HLO collective (all devices when none)."""
-    m = _IOTA.search(line)
-    if m:
-        ids = np.arange(num_devices).reshape(_ints(m.group(2)))
-        if m.group(3):
-            ids = ids.transpose(_ints(m.group(3)))
-        return ids.reshape(_ints(m.group(1))).tolist()
-    m = _GROUPS.search(line)
-    if m and m.group(1):
-        return [_ints(g) for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
-    return [list(range(num_devices))]
 
 
 def split_bytes(hlo: str, num_devices: int, per_node: int) -> dict:
@@ -156,15 +135,14 @@ def split_bytes(hlo: str, num_devices: int, per_node: int) -> dict:
             collectives[op] = collectives.get(op, 0) + n
         pairs = _PAIRS.search(line)
         if pairs:
-            pairs = [_ints(p) for p in re.findall(r"\{(\d+,\d+)\}", pairs[1])]
+            pairs = re.findall(r"\{(\d+),(\d+)\}", pairs[1])
+            pairs = [(int(a), int(b)) for a, b in pairs]
             across = sum(a // per_node != b // per_node for a, b in pairs)
             parts["across_nodes"] += sent * across / len(pairs)
             parts["within_node"] += sent * (len(pairs) - across) / len(pairs)
             continue
-        nodes = [
-            [d // per_node for d in g]
-            for g in replica_groups(line, num_devices)
-        ]
+        groups = cost_lib.replica_groups(line) or [range(num_devices)]
+        nodes = [[d // per_node for d in g] for g in groups]
         if all(len(set(g)) <= 1 for g in nodes):
             parts["within_node"] += sent
         elif all(len(set(g)) == len(g) for g in nodes):

@@ -12,6 +12,7 @@ from absl.testing import absltest
 from flax import nnx
 
 import boostax
+from boostax._src import cost as cost_lib
 from boostax.examples import models
 from tests import _utils
 
@@ -69,6 +70,21 @@ class CollectiveBytesTest(absltest.TestCase):
                 "reduce-scatter": 1,
             },
         )
+
+    def test_replica_groups(self):
+        groups = cost_lib.replica_groups
+        self.assertEqual(
+            groups("x, replica_groups={{0,2},{1,3}}, y"), [[0, 2], [1, 3]]
+        )
+        self.assertEqual(
+            groups("replica_groups=[2,4]<=[8]"),
+            [[0, 1, 2, 3], [4, 5, 6, 7]],
+        )
+        self.assertEqual(
+            groups("replica_groups=[4,2]<=[2,4]T(1,0)"),
+            [[0, 4], [1, 5], [2, 6], [3, 7]],
+        )
+        self.assertEqual(groups("replica_groups={}, to_apply=%add"), [])
 
 
 class ExecutableCostTest(absltest.TestCase):

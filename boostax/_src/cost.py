@@ -127,12 +127,35 @@ def _shape_bytes(text: str) -> int:
     )
 
 
-def _group_size(line: str) -> int:
-    m = re.search(r"replica_groups=\{\{([\d,]+)\}", line)
+_GROUPS = re.compile(r"replica_groups=\{(\{[\d,]*\}(?:,\{[\d,]*\})*)?\}")
+_IOTA = re.compile(
+    r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?"
+)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def replica_groups(line: str) -> list[list[int]]:
+    """The device groups of one HLO collective: listed (``{{0,1},{2,3}}``)
+    or as an iota (``[2,2]<=[4]``, ``[2,2]<=[2,2]T(1,0)``); ``[]`` when the
+    line lists none."""
+    m = _IOTA.search(line)
     if m:
-        return len(m.group(1).split(","))
-    m = re.search(r"replica_groups=\[\d+,(\d+)\]", line)
-    return int(m.group(1)) if m else 1
+        ids = np.arange(np.prod(_ints(m.group(2)))).reshape(_ints(m.group(2)))
+        if m.group(3):
+            ids = ids.transpose(_ints(m.group(3)))
+        return ids.reshape(_ints(m.group(1))).tolist()
+    m = _GROUPS.search(line)
+    if m and m.group(1):
+        return [_ints(g) for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
+    return []
+
+
+def _group_size(line: str) -> int:
+    groups = replica_groups(line)
+    return len(groups[0]) if groups else 1
 
 
 def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
