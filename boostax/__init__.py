@@ -70,6 +70,12 @@ from boostax._src.data_parallel import DataParallel as DataParallel
 from boostax._src.data_parallel import node_mesh as node_mesh
 from boostax._src.dim_reduce import DimReduceState as DimReduceState
 from boostax._src.dim_reduce import dim_reduce as dim_reduce
+from boostax._src.flax_interop import (
+    from_flax_train_state as from_flax_train_state,
+)
+from boostax._src.flax_interop import (
+    to_flax_train_state as to_flax_train_state,
+)
 from boostax._src.freezing import FreezeState as FreezeState
 from boostax._src.freezing import Freezing as Freezing
 from boostax._src.freezing import (
@@ -193,6 +199,7 @@ __all__ = (
     "explained_variance_ratio",
     "flatten_params",
     "freeze_cell",
+    "from_flax_train_state",
     "full_normalization",
     "generate_freeze_index_sequence",
     "gradient_accumulation",
@@ -213,6 +220,7 @@ __all__ = (
     "save_pca_matrix",
     "save_snapshot",
     "split_parameters_groups",
+    "to_flax_train_state",
     "with_gradient_centralization",
 )
 

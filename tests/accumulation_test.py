@@ -78,9 +78,18 @@ class MatchesMultiStepsTest(parameterized.TestCase):
         np.testing.assert_array_equal(state.acc_grads, [0.0, 0.0])
 
     def test_bad_k(self):
-        for k in (0, -1, 2.0, True):
-            with self.assertRaisesRegex(ValueError, "`every_k_schedule`"):
+        for k, error in ((0, ValueError), (-1, ValueError), (2.0, TypeError)):
+            with self.assertRaisesRegex(error, "`every_k_schedule"):
                 boostax.gradient_accumulation(optax.sgd(0.1), k)
+        for k in (True, "2"):
+            with self.assertRaisesRegex(TypeError, "`every_k_schedule"):
+                boostax.gradient_accumulation(optax.sgd(0.1), k)
+        with self.assertRaisesRegex(TypeError, "`inner` must be an optax"):
+            boostax.gradient_accumulation(lambda g: g, 2)
+        with self.assertRaisesRegex(TypeError, "`accumulator_dtype`"):
+            boostax.gradient_accumulation(
+                optax.sgd(0.1), 2, accumulator_dtype=1
+            )
 
 
 class CostTest(absltest.TestCase):
@@ -143,17 +152,22 @@ class CostTest(absltest.TestCase):
         multi_memory = compiled(
             multi.update, grads, multi.init(params), params
         ).memory_analysis()
+        # Ours keeps one more int32: the micro-steps its cycle dropped.
         self.assertEqual(
             ours_memory.argument_size_in_bytes,
-            multi_memory.argument_size_in_bytes,
+            multi_memory.argument_size_in_bytes + 4,
         )
         self.assertLessEqual(
             ours_memory.temp_size_in_bytes,
             multi_memory.temp_size_in_bytes + param_bytes // 16,
         )
-        self.assertEqual(
-            ours_memory.output_size_in_bytes,
-            multi_memory.output_size_in_bytes,
+        # Outputs: the same buffers, plus a few scalars (no parameter-sized
+        # one).
+        self.assertBetween(
+            ours_memory.output_size_in_bytes
+            - multi_memory.output_size_in_bytes,
+            0,
+            16,
         )
 
 
@@ -213,7 +227,8 @@ class AutoBoostAccumulationTest(absltest.TestCase):
 
     def test_one_step_is_no_wrapper(self):
         config = {"boost": {"mode": "manual", "grad_accumulation": True}}
-        ts = self._step(config)
+        with self.assertWarnsRegex(UserWarning, "nothing to accumulate"):
+            ts = self._step(config)
         state = ts.init(
             ts.objective.module.init(jax.random.PRNGKey(0), jnp.ones((2, 64)))
         )

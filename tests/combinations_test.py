@@ -26,13 +26,20 @@ def _subsets():
 
 
 def _config(subset):
-    return {
-        "boost": {"mode": "manual", **{s: s in subset for s in SWITCHES}},
-        "common": {"device_number": 1},
-        "grad_freeze": {"param_groups": 2, "total_steps": 4},
-        "grad_accumulation": {"grad_accumulation_step": 2},
-        "dim_reduce": {"n_components": 2},
+    # Only the sections of the algorithms that are on: a setting of one that
+    # is off warns (it would change nothing).
+    sections = {
+        "grad_freeze": {"grad_freeze": {"param_groups": 2, "total_steps": 4}},
+        "grad_accumulation": {
+            "grad_accumulation": {"grad_accumulation_step": 2}
+        },
+        "dim_reduce": {"dim_reduce": {"n_components": 2}},
+        "adasum": {"common": {"device_number": 1}},
     }
+    config = {"boost": {"mode": "manual", **{s: s in subset for s in SWITCHES}}}
+    for name in subset:
+        config.update(sections.get(name, {}))
+    return config
 
 
 def _pca_rows(n, k=2):

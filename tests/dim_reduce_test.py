@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax._src.dim_reduce` against a float64 NumPy reference."""
 
+import math
 import os
 import tempfile
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +16,7 @@ from jax.flatten_util import ravel_pytree
 
 import boostax
 from boostax._src import dim_reduce as dim_reduce_lib
+from boostax._src import trajectory as trajectory_lib
 from tests import _utils
 
 HIDDEN = 6
@@ -180,24 +183,68 @@ class DimReduceTest(parameterized.TestCase):
         np.testing.assert_array_equal(new.gk_last, state.gk_last)
 
     def test_errors(self):
-        with self.assertRaisesRegex(ValueError, "`rho` must be in"):
+        with self.assertRaisesRegex(ValueError, r"`rho` must be .* in \(0, 1"):
             dim_reduce_lib.dim_reduce(np.eye(2), rho=1.5)
-        with self.assertRaisesRegex(ValueError, "`alpha` must be >= 0"):
+        with self.assertRaisesRegex(ValueError, "`alpha` must be .* >= 0"):
             dim_reduce_lib.dim_reduce(np.eye(2), alpha=-1.0)
         # gamma in [0, 1), as the config's `dim_reduce.gamma`.
         dim_reduce_lib.dim_reduce(np.eye(2), gamma=0.0)
-        with self.assertRaisesRegex(ValueError, r"`gamma` must be in \[0, 1\)"):
+        with self.assertRaisesRegex(
+            ValueError, r"`gamma` must be .* in \[0, 1\)"
+        ):
             dim_reduce_lib.dim_reduce(np.eye(2), gamma=1.0)
         with self.assertRaisesRegex(ValueError, "`max_trials` must be"):
             dim_reduce_lib.dim_reduce(np.eye(2), max_trials=0)
-        with self.assertRaisesRegex(ValueError, "`pca_matrix` must be"):
+        with self.assertRaisesRegex(
+            ValueError, r"`pca_matrix` must be .*\(3,\)"
+        ):
             dim_reduce_lib.dim_reduce(np.ones(3))
+        with self.assertRaisesRegex(ValueError, r"`pca_matrix` .*\(0, 3\)"):
+            dim_reduce_lib.dim_reduce(np.zeros((0, 3)))
         tx = dim_reduce_lib.dim_reduce(np.eye(3))
         with self.assertRaisesRegex(ValueError, "has 3 columns but"):
             tx.init(jnp.zeros(2))
         state = tx.init(jnp.zeros(3))
         with self.assertRaisesRegex(ValueError, "needs `params`, `value`"):
             tx.update(jnp.ones(3), state, jnp.zeros(3))
+
+    @parameterized.named_parameters(
+        ("alpha_inf", {"alpha": math.inf}, ValueError, "`alpha`.*got inf"),
+        ("alpha_nan", {"alpha": math.nan}, ValueError, "`alpha`.*got nan"),
+        ("rho_nan", {"rho": math.nan}, ValueError, "`rho`.*got nan"),
+        ("sigma_inf", {"sigma": math.inf}, ValueError, "`sigma`.*got inf"),
+        ("gamma_nan", {"gamma": math.nan}, ValueError, "`gamma`.*got nan"),
+        ("alpha_bool", {"alpha": True}, TypeError, "`alpha`.*bool"),
+        ("gamma_bool", {"gamma": False}, TypeError, "`gamma`.*bool"),
+        ("rho_string", {"rho": "0.5"}, TypeError, "`rho`.*str"),
+        ("trials_bool", {"max_trials": True}, TypeError, "`max_trials`.*bool"),
+        ("trials_float", {"max_trials": 2.0}, TypeError, "`max_trials`.*2.0"),
+    )
+    def test_hyper_parameters_must_be_finite_numbers(
+        self, kwargs, error, message
+    ):
+        with self.assertRaisesRegex(error, message):
+            dim_reduce_lib.dim_reduce(np.eye(2), **kwargs)
+
+    def test_traced_matrix_is_not_checked(self):
+        # Under jit P has no values to check; the step still runs.
+        loss = lambda w: jnp.sum((w - 1.0) ** 2)
+
+        @jax.jit
+        def step(p, w):
+            tx = dim_reduce_lib.dim_reduce(p)
+            state = tx.init(w)
+            updates, state = tx.update(
+                jax.grad(loss)(w), state, w, value=loss(w), value_fn=loss
+            )
+            return updates, state.pca_matrix.dtype == jnp.float32
+
+        updates, is_float32 = step(jnp.eye(2, dtype=jnp.bfloat16), jnp.zeros(2))
+        self.assertTrue(is_float32)
+        # d = -B g = 2 (B = I); the first trial overshoots, rho = 0.55 passes.
+        np.testing.assert_allclose(updates, [1.1, 1.1], rtol=1e-6)
+        with self.assertRaisesRegex(ValueError, r"`pca_matrix`.*\(2,\)"):
+            step(jnp.ones(2), jnp.zeros(2))
 
     def test_data_parallel_shards_the_pca_rows(self):
         params = _params()
@@ -232,6 +279,93 @@ class DimReduceTest(parameterized.TestCase):
                 data_parallel=boostax.DataParallel(mesh),
             )
             ts.init(params)
+
+
+class PCAMatrixCheckTest(parameterized.TestCase):
+    """The factory refuses a P that would train to NaN or off the subspace."""
+
+    def _fails(self, matrix, *patterns):
+        with self.assertRaises(ValueError) as cm:
+            dim_reduce_lib.dim_reduce(matrix)
+        for pattern in ("^`pca_matrix` ", *patterns):
+            self.assertRegex(str(cm.exception), pattern)
+
+    def test_rejects_nan_and_inf(self):
+        p = _orthonormal_rows(4, 30)
+        p[1, 3], p[3, 0], p[3, 7] = np.nan, np.inf, -np.inf
+        self._fails(
+            p,
+            r"must be finite, but rows \[1, 3\] \(2 of 4\) hold NaN or inf "
+            r"\(3 of 120 entries\)",
+            "boostax.pca_components",
+        )
+
+    def test_rejects_zero_rows(self):
+        p = _orthonormal_rows(4, 30)
+        p[2] = 0.0
+        self._fails(
+            p,
+            r"must have unit rows, but rows \[2\] \(1 of 4\) are all zero",
+            "boostax.pca_components",
+        )
+
+    @parameterized.named_parameters(
+        ("scaled_row", 0, 1.5, r"row 0 has norm 1\.5"),
+        ("overlapping_rows", 2, None, r"rows 0 and 2 have dot product 0\.8"),
+    )
+    def test_rejects_rows_that_are_not_orthonormal(self, row, scale, where):
+        p = _orthonormal_rows(3, 30).astype(np.float64)
+        if scale is None:
+            p[row] = 0.8 * p[0] + 0.6 * p[1]  # a unit row, not orthogonal
+        else:
+            p[row] *= scale
+        self._fails(
+            p,
+            r"must have orthonormal rows \(P P\^T = I\), but max "
+            r"\|P P\^T - I\| = [0-9.]+ > 0\.001",
+            where,
+            r"np\.linalg\.qr\(P\.T\)",
+        )
+
+    def test_tolerance_is_1e_3_and_checked_in_blocks(self):
+        p = _orthonormal_rows(4, 50).astype(np.float64)
+        # Blocks of 2 columns: the Gram matrix and the NaN rows are summed
+        # over 25 blocks.
+        with mock.patch.object(trajectory_lib, "_CHECK_BLOCK_ENTRIES", 8):
+            for excess, ok in ((0.9e-3, True), (1.1e-3, False)):
+                q = p.copy()
+                q[3] *= np.sqrt(1.0 + excess)  # |q_3|^2 - 1 = excess
+                if ok:
+                    dim_reduce_lib.dim_reduce(q)
+                else:
+                    self._fails(q, r"= 0\.0011 > 0\.001 \(row 3 has norm")
+            q = p.copy()
+            q[2, 49] = np.nan
+            self._fails(q, r"rows \[2\] \(1 of 4\)")
+        # bfloat16 rounding is too coarse (3^-0.5 rounds to 0.578125, the
+        # norm to 1.0013); the message says so.
+        self._fails(
+            jnp.full((1, 3), 3**-0.5, jnp.bfloat16),
+            r"= 0\.00269 > 0\.001 .*keep P in float32 \(bfloat16",
+        )
+
+    def test_accepts_our_own_pca_output(self):
+        rng = np.random.default_rng(3)
+        snaps = np.cumsum(rng.normal(size=(12, 400)), axis=0)
+        for randomized in (True, False):
+            p = boostax.pca_components(snaps, 6, randomized=randomized)
+            deviation = np.abs(p.astype(np.float64) @ p.T - np.eye(6)).max()
+            self.assertLess(deviation, 1e-6)  # 1000x below the tolerance
+            dim_reduce_lib.dim_reduce(p)
+        q = jnp.linalg.qr(jnp.asarray(rng.normal(size=(400, 6)), jnp.float32))
+        dim_reduce_lib.dim_reduce(q[0].T)  # a float32 QR in JAX
+        dim_reduce_lib.dim_reduce(np.eye(3, 5, dtype=np.int32))
+
+    def test_rejects_non_real_dtypes(self):
+        with self.assertRaisesRegex(TypeError, "`pca_matrix` .*dtype bool"):
+            dim_reduce_lib.dim_reduce(np.eye(2, dtype=bool))
+        with self.assertRaisesRegex(TypeError, "`pca_matrix` .*complex"):
+            dim_reduce_lib.dim_reduce(np.eye(2, dtype=complex))
 
 
 def _trajectory(steps=8):

@@ -104,9 +104,9 @@ class SequenceTest(parameterized.TestCase):
     def test_errors(self):
         with self.assertRaisesRegex(ValueError, "Unsupported freezing"):
             boostax.generate_freeze_index_sequence(10, 2, 0.7, 100)
-        with self.assertRaisesRegex(ValueError, r"`freeze_p` must be in"):
+        with self.assertRaisesRegex(ValueError, r"`freeze_p` must be .* in"):
             boostax.generate_freeze_index_sequence(10, 1, 1.5, 100)
-        with self.assertRaisesRegex(ValueError, "`total_steps` must be >= 1"):
+        with self.assertRaisesRegex(ValueError, "`total_steps` must be .*>= 1"):
             boostax.generate_freeze_index_sequence(10, 1, 0.5, 0)
         with self.assertRaisesRegex(TypeError, "must be an int"):
             boostax.generate_freeze_index_sequence(10.0, 1, 0.5, 10)
@@ -481,7 +481,7 @@ class FrozenStepTest(parameterized.TestCase):
             loss_fn=lambda p, b: jnp.sum(p),
             sample_inputs=X,
         )
-        with self.assertRaisesRegex(ValueError, "`init` first"):
+        with self.assertRaisesRegex(TypeError, "`state` must be the boostax"):
             ts(None, None)
 
 
@@ -552,7 +552,7 @@ class FreezeOptTest(parameterized.TestCase):
             boostax.FreezeOpt(optax.sgd(0.1), "w")
         with self.assertRaisesRegex(TypeError, "Each group"):
             boostax.FreezeOpt(optax.sgd(0.1), ["w"])
-        with self.assertRaisesRegex(ValueError, "hold ints only"):
+        with self.assertRaisesRegex(TypeError, "hold ints only"):
             boostax.FreezeOpt(optax.sgd(0.1), [["w"]], [0.5])
         with self.assertRaisesRegex(ValueError, "1-D integer array"):
             boostax.FreezeOpt(optax.sgd(0.1), [["w"]], np.zeros((2, 2), int))
@@ -637,11 +637,13 @@ class SeedApiTest(absltest.TestCase):
                 False,
                 loss=models.cross_entropy,
             )
-        with self.assertRaisesRegex(TypeError, "`sens` must be a number"):
+        with self.assertRaisesRegex(
+            TypeError, "`sens` must be a finite number"
+        ):
             boostax.BoostTrainOneStepCell(
                 models.MLP(), optax.sgd(0.1), "1", loss=models.cross_entropy
             )
-        with self.assertRaisesRegex(ValueError, r"freeze_p` must be in"):
+        with self.assertRaisesRegex(ValueError, r"freeze_p` must be .* in"):
             boostax.GradientFreeze(10, 1, 1.5, 100)
 
 

@@ -2,8 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax._src.trajectory`."""
 
+import io
 import math
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -123,9 +127,15 @@ class TrajectoryTest(parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, r"\(1, 1\).*the first.*\(1,\)"):
             traj.record(bad_shape)
 
-    @parameterized.parameters(0, -1, 2.5, True, None)
-    def test_bad_capacity(self, capacity):
-        with self.assertRaisesRegex(ValueError, "capacity"):
+    @parameterized.parameters(
+        (0, ValueError),
+        (-1, ValueError),
+        (2.5, TypeError),
+        (True, TypeError),
+        (None, TypeError),
+    )
+    def test_bad_capacity(self, capacity, error):
+        with self.assertRaisesRegex(error, "`capacity` must be an int >= 1"):
             trajectory.Trajectory(capacity)
 
 
@@ -368,6 +378,153 @@ class PCAMatrixFileTest(parameterized.TestCase):
             trajectory.pca_matrix(4, pca_mat_path=self.dir, snapshots=[[0.0]])
         with self.assertRaisesRegex(ValueError, "None / not exists"):
             trajectory.pca_matrix(4, weight_load_dir=self.path)
+
+    def _npy_bytes(self, matrix):
+        buffer = io.BytesIO()
+        np.save(buffer, matrix)
+        return buffer.getvalue()
+
+    def _write(self, data, mode="wb"):
+        with open(self.path, mode) as f:
+            f.write(data)
+
+    @parameterized.named_parameters(
+        ("half_the_data", 0.5, r"\d+ bytes where its header \(128 bytes: "),
+        ("half_the_header", 0.02, r"\d+ bytes whose \.npy header does not"),
+        ("empty", 0.0, r"0 bytes whose \.npy header does not parse"),
+    )
+    def test_incomplete_file_is_not_read(self, fraction, seen):
+        # A non-atomic writer (np.save to the path, cp) makes the file
+        # appear before it is complete.
+        data = self._npy_bytes(np.eye(4, 30, dtype=np.float32))
+        self._write(data[: int(fraction * len(data))])
+        with self.assertRaisesRegex(
+            trajectory.PCAMatrixTimeoutError,
+            f"Waited 0 s for the PCA matrix {self.path!r} to be complete, "
+            f"and it stayed incomplete or unreadable: the last check saw "
+            f"{seen}",
+        ) as cm:
+            trajectory.load_pca_matrix(self.path, timeout=0)
+        if fraction == 0.5:
+            self.assertIn(f"needs {len(data)}", str(cm.exception))
+        # pca_matrix (MindSpore's "the file exists: load it") waits too.
+        with self.assertRaisesRegex(TimeoutError, "stayed incomplete"):
+            trajectory.pca_matrix(4, pca_mat_path=self.path, timeout=0)
+
+    def test_waits_for_a_non_atomic_writer(self):
+        matrix = trajectory.pca_components(_low_rank(12, 300), 4)
+        data = self._npy_bytes(matrix)
+        self._write(data[:200])  # the header and a few entries
+
+        def finish_later():
+            time.sleep(0.2)
+            self._write(data[200:], mode="ab")
+
+        writer = threading.Thread(target=finish_later)
+        writer.start()
+        try:
+            loaded = trajectory.load_pca_matrix(
+                self.path, timeout=5, poll_interval=0.02
+            )
+        finally:
+            writer.join()
+        np.testing.assert_array_equal(loaded, matrix)
+
+    def test_unreadable_file_times_out_naming_it(self):
+        self._write(b"not a .npy file at all")
+        with self.assertRaisesRegex(
+            trajectory.PCAMatrixTimeoutError,
+            r"Waited 0\.1 s .*pca\.npy' to be complete.*22 bytes whose \.npy "
+            r"header does not parse \(the magic string is not correct",
+        ):
+            trajectory.load_pca_matrix(
+                self.path, timeout=0.1, poll_interval=0.02
+            )
+
+    def test_numpy_errors_name_the_path(self):
+        np.save(self.path, np.array([1.0, None]), allow_pickle=True)
+        with self.assertRaisesRegex(
+            ValueError,
+            f"Could not load the PCA matrix {self.path!r}: ValueError: "
+            "Object arrays cannot be loaded when allow_pickle=False",
+        ):
+            trajectory.load_pca_matrix(self.path, timeout=0)
+
+    def test_missing_file_says_it_never_appeared(self):
+        with self.assertRaisesRegex(
+            trajectory.PCAMatrixTimeoutError,
+            r"and it did not appear \(no file at that path",
+        ):
+            trajectory.load_pca_matrix(self.path, timeout=0)
+
+    @parameterized.named_parameters(
+        ("nan", "nan", r"must be finite, but rows \[1\] \(1 of 4\)"),
+        ("zero_row", "zero", r"must have unit rows, but rows \[3\]"),
+        (
+            "scaled",
+            "scaled",
+            r"must have orthonormal rows .* = 3 > 0\.001 \(row 0",
+        ),
+    )
+    def test_pca_matrix_refuses_a_bad_file(self, kind, message):
+        p = trajectory.pca_components(_low_rank(12, 30), 4)
+        if kind == "nan":
+            p[1, 5] = np.nan
+        elif kind == "zero":
+            p[3] = 0.0
+        else:
+            p[0] *= 2.0
+        trajectory.save_pca_matrix(self.path, p)
+        with self.assertRaisesRegex(
+            ValueError, f"^The PCA matrix {self.path!r} {message}"
+        ) as cm:
+            trajectory.pca_matrix(4, pca_mat_path=self.path, like=jnp.zeros(30))
+        if kind != "nan":
+            self.assertIn("Delete the file", str(cm.exception))
+
+    def test_save_removes_temporaries_of_dead_writers(self):
+        # A writer killed (SIGKILL) between creating its temporary file and
+        # the rename leaves the file behind.
+        script = (
+            "import os, signal, sys\n"
+            "import numpy as np\n"
+            "from boostax._src import trajectory\n"
+            "def save_and_die(f, array):\n"
+            "    f.write(b'\\x93NUMPY')\n"
+            "    f.flush()\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "np.save = save_and_die\n"
+            "trajectory.save_pca_matrix(sys.argv[1], np.eye(2, 3))\n"
+        )
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, self.path],
+            cwd=root,
+            env=env,
+            stderr=subprocess.PIPE,
+        )
+        _, stderr = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, -signal.SIGKILL, stderr)
+        (left,) = os.listdir(self.dir)
+        self.assertRegex(left, rf"^\.pca\.npy\..+\.{proc.pid}\.\w+\.tmp$")
+        # Kept: this live process's file (another thread may be writing
+        # it), another host's, another destination's, one without a pid.
+        live = trajectory._temp_prefix(self.path) + "live1234.tmp"
+        kept = [
+            live,
+            f".pca.npy.elsewhere.{proc.pid}.abcd1234.tmp",
+            left.replace(".pca.npy.", ".other.npy.", 1),
+            ".pca.npy.abcd1234.tmp",
+        ]
+        for name in kept:
+            open(os.path.join(self.dir, name), "wb").close()
+        matrix = np.eye(2, 3, dtype=np.float32)
+        trajectory.save_pca_matrix(self.path, matrix)
+        self.assertCountEqual(os.listdir(self.dir), ["pca.npy", *kept])
+        np.testing.assert_array_equal(
+            trajectory.load_pca_matrix(self.path, timeout=0), matrix
+        )
 
     def test_other_processes_wait_for_process_zero(self):
         data = _low_rank(12, 30)

@@ -8,6 +8,17 @@ expensive inner optimizer (Muon, Shampoo) costs k times its price per
 effective step. Here the inner update sits under ``lax.cond`` and runs only
 on the k-th micro-step, so its schedules also count real updates.
 
+Skipped micro-steps. A train step that drops a micro-step's gradient (not
+finite under loss scaling, or ``skip_nonfinite``) passes ``skipped=True``
+as an extra argument: the micro-step still counts as one of its cycle's k,
+so train step ``i`` is always micro-step ``i mod k`` of update ``i // k``
+(the invariant gradient freezing relies on: every micro-step of an update
+trains the same depth), and the update its cycle would have made is dropped
+(params and the inner optimizer's state stay as they were), as
+``torch.amp.GradScaler`` drops an update whose accumulated gradient
+overflowed. Every update is therefore the mean of exactly k finite
+micro-gradients.
+
 References:
   MindSpore ``mindspore.boost.GradientAccumulation``;
   ``optax.MultiSteps``.
@@ -23,6 +34,7 @@ import jax.numpy as jnp
 import optax
 
 from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import validation
 
 Schedule = Callable[[jax.Array], jax.Array]
 
@@ -35,27 +47,30 @@ class GradientAccumulationState(NamedTuple):
       gradient_step: updates of the inner optimizer so far, ``int32``.
       inner_state: the inner optimizer's state.
       acc_grads: running mean of the micro-gradients (accumulator dtype).
+      dropped: micro-steps of the current cycle whose gradient was dropped
+        (``skipped``), ``int32``; when `mini_step` is 0, those of the cycle
+        that just ended (a cycle with any made no update).
     """
 
     mini_step: jax.Array
     gradient_step: jax.Array
     inner_state: optax.OptState
     acc_grads: optax.Updates
+    dropped: jax.Array
 
 
 def _check_every_k(every_k_schedule) -> Schedule:
     if callable(every_k_schedule):
         return every_k_schedule
-    if (
-        isinstance(every_k_schedule, bool)
-        or not isinstance(every_k_schedule, int)
-        or every_k_schedule < 1
-    ):
-        raise ValueError(
-            "`every_k_schedule` must be an int >= 1 or a schedule "
-            f"(step -> int), got {every_k_schedule!r}."
-        )
-    return lambda step: every_k_schedule
+    expected = (
+        "`every_k_schedule` must be an int >= 1 or a schedule (step -> int)"
+    )
+    if not validation.is_int(every_k_schedule):
+        raise TypeError(f"{expected}, {validation.got(every_k_schedule)}.")
+    if every_k_schedule < 1:
+        raise ValueError(f"{expected}, got {every_k_schedule!r}.")
+    k = int(every_k_schedule)
+    return lambda step: k
 
 
 def accumulate(updates, state: GradientAccumulationState):
@@ -96,7 +111,9 @@ def gradient_accumulation(
 
     Returns:
       An ``optax.GradientTransformationExtraArgs``; extra arguments go to
-      `inner` on the update step.
+      `inner` on the update step, but ``skipped`` (a bool scalar, default
+      False), which drops this micro-step's gradient: the micro-step still
+      counts as one of the cycle's k, and the cycle makes no update.
 
     Example:
       >>> import jax.numpy as jnp, optax, boostax
@@ -112,8 +129,24 @@ def gradient_accumulation(
       MindSpore ``mindspore.boost.GradientAccumulation``.
     """
     every_k = _check_every_k(every_k_schedule)
+    if not isinstance(inner, optax.GradientTransformation):
+        raise TypeError(
+            "`inner` must be an optax.GradientTransformation (e.g. "
+            f"optax.adam(1e-3)), {validation.got(inner)}."
+        )
     inner = optax.with_extra_args_support(inner)
-    accumulator_dtype = jnp.dtype(accumulator_dtype)
+    given = accumulator_dtype
+    try:
+        accumulator_dtype = jnp.dtype(accumulator_dtype)
+    except TypeError:
+        accumulator_dtype = None
+    if accumulator_dtype is None or not jnp.issubdtype(
+        accumulator_dtype, jnp.floating
+    ):
+        raise TypeError(
+            "`accumulator_dtype` must be a floating dtype (e.g. jnp.float32), "
+            f"{validation.got(given)}."
+        )
 
     def init_fn(params):
         return GradientAccumulationState(
@@ -123,10 +156,16 @@ def gradient_accumulation(
             acc_grads=jax.tree.map(
                 lambda p: jnp.zeros(jnp.shape(p), accumulator_dtype), params
             ),
+            dropped=jnp.zeros([], jnp.int32),
         )
 
-    def update_fn(updates, state, params=None, **extra_args):
-        emit = state.mini_step + 1 >= every_k(state.gradient_step)
+    def update_fn(updates, state, params=None, *, skipped=False, **extra_args):
+        skipped = jnp.asarray(skipped, bool)
+        # A new cycle forgets the drops of the one before.
+        dropped = jnp.where(state.mini_step == 0, 0, state.dropped)
+        dropped = (dropped + skipped).astype(jnp.int32)
+        end = state.mini_step + 1 >= every_k(state.gradient_step)
+        emit = end & (dropped == 0)
 
         def inner_update():
             # The mean is recomputed here rather than passed in: an operand
@@ -144,11 +183,12 @@ def gradient_accumulation(
             return optax.tree.zeros_like(shapes), state.inner_state
 
         # Only the inner optimizer is under the cond; the accumulator is
-        # reset with a select, so XLA writes it in place.
+        # updated with selects, so XLA writes it in place. A dropped
+        # micro-gradient (NaN or inf) never enters it.
         new_updates, inner_state = jax.lax.cond(emit, inner_update, hold)
         return new_updates, GradientAccumulationState(
             mini_step=jnp.where(
-                emit, 0, optax.safe_increment(state.mini_step)
+                end, 0, optax.safe_increment(state.mini_step)
             ).astype(jnp.int32),
             gradient_step=jnp.where(
                 emit,
@@ -157,12 +197,26 @@ def gradient_accumulation(
             ).astype(jnp.int32),
             inner_state=inner_state,
             acc_grads=jax.tree.map(
-                lambda a: jnp.where(emit, jnp.zeros_like(a), a),
+                lambda new, old: jnp.where(
+                    end, jnp.zeros_like(old), jnp.where(skipped, old, new)
+                ),
                 accumulate(updates, state),
+                state.acc_grads,
             ),
+            dropped=dropped,
         )
 
+    # Read by the train step, which keeps freezing aligned with the cycles.
+    update_fn.accumulation_steps = (
+        None if callable(every_k_schedule) else every_k_schedule
+    )
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def accumulation_steps(optimizer: optax.GradientTransformation) -> int | None:
+    """k of a `gradient_accumulation` optimizer; ``None`` for any other (or a
+    schedule of k)."""
+    return getattr(optimizer.update, "accumulation_steps", None)
 
 
 def has_updated(state: Any) -> jax.Array:
@@ -176,9 +230,8 @@ def has_updated(state: Any) -> jax.Array:
 
     Returns:
       A bool scalar array. With per-device optimizer states (data-parallel
-      AdaSum), whose counters agree, one bool for all. After a step that
-      loss scaling skipped (overflow) it still describes the last step that
-      ran; the train step's ``metrics["updated"]`` is exact.
+      AdaSum), whose counters agree, one bool for all. False after the last
+      micro-step of a cycle that dropped a micro-step (no update was made).
 
     Raises:
       TypeError: if `state` holds no `GradientAccumulationState`.
@@ -203,6 +256,10 @@ def has_updated(state: Any) -> jax.Array:
             "{'boost': {'grad_accumulation': True}}), got "
             f"{type(state).__name__} without one."
         )
-    updated = jnp.logical_and(found.mini_step == 0, found.gradient_step > 0)
+    updated = (
+        (found.mini_step == 0)
+        & (found.gradient_step > 0)
+        & (found.dropped == 0)
+    )
     # Per-device copies (a leading device axis) agree: one answer.
     return jnp.all(updated)

@@ -32,7 +32,6 @@ References:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -41,6 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
+
+from boostax._src import validation
 
 AxisName = str | tuple[str, ...]
 
@@ -70,15 +71,7 @@ class AdaSumState(NamedTuple):
 
 
 def _check_eps(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(
-        eps, int | float | np.integer | np.floating
-    ):
-        raise TypeError(
-            f"`eps` must be a float > 0, got {type(eps).__name__} {eps!r}."
-        )
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"`eps` must be a finite float > 0, got {eps!r}.")
-    return float(eps)
+    return validation.check_number("eps", eps, minimum=0, open_minimum=True)
 
 
 def _check_axis(name: str, axis: Any) -> tuple[str, ...]:
@@ -95,7 +88,7 @@ def _check_axis(name: str, axis: Any) -> tuple[str, ...]:
                 f"`{name}` must not repeat an axis name, got {axis!r}."
             )
         return axis
-    raise TypeError(f"`{name}` must be {_AXIS_MSG}, got {axis!r}.")
+    raise TypeError(f"`{name}` must be {_AXIS_MSG}, {validation.got(axis)}.")
 
 
 def _check_disjoint(node: tuple[str, ...], local: tuple[str, ...]) -> None:
@@ -117,11 +110,12 @@ def _check_node_and_local(axis_name, local_axis_name):
 
 
 def _check_inner(inner) -> None:
-    if not isinstance(inner, optax.GradientTransformation):
-        raise TypeError(
-            "`inner` must be an optax.GradientTransformation, got "
-            f"{type(inner).__name__}."
-        )
+    validation.check_instance(
+        "inner",
+        inner,
+        optax.GradientTransformation,
+        "an optax.GradientTransformation",
+    )
 
 
 def _check_leaf(x) -> jax.Array:
@@ -193,6 +187,11 @@ def adasum_pair(a: Any, b: Any, *, eps: float = 1e-12) -> Any:
       <https://arxiv.org/abs/2006.02924>`_, MLSys 2021.
     """
     eps = _check_eps(eps)
+    if jax.tree.structure(a) != jax.tree.structure(b):
+        raise ValueError(
+            "`b` must have the structure of `a`, got "
+            f"{jax.tree.structure(b)} and {jax.tree.structure(a)}."
+        )
     return jax.tree.map(lambda x, y: _pair_leaf(x, y, eps), a, b)
 
 

@@ -4,16 +4,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import optax
 from jax.sharding import Mesh
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import centralization, model_graph, user_warnings
+from boostax._src import centralization, model_graph, user_warnings, validation
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import dim_reduce as dim_reduce_lib
@@ -103,7 +107,18 @@ def dim_reduce_from_config(
     ``<weight_load_dir>/pca_mat_temp.npy``).
     """
     section = config.dim_reduce
-    if pca_matrix is None:
+    if pca_matrix is not None:
+        shape = np.shape(pca_matrix)
+        if len(shape) != 2 or shape[0] != section.n_components:
+            raise ValueError(
+                f"`pca_matrix` has shape {shape}, but `dim_reduce."
+                f"n_components` is {section.n_components}: the matrix must "
+                "be (n_components, number of parameters). Set "
+                f"{{'dim_reduce': {{'n_components': "
+                f"{shape[0] if shape else '...'}}}}} in the config to use "
+                "this matrix."
+            )
+    else:
         _check_pca_source(section, trajectory)
         pca_matrix = trajectory_lib.pca_matrix(
             section.n_components,
@@ -147,11 +162,103 @@ def _check_pca_source(section: config_lib.DimReduceSection, trajectory):
         )
 
 
+def decay_kernels(params: Any) -> Any:
+    """The default weight-decay mask: leaves with more than one dimension.
+
+    Kernels are decayed; biases, normalisation scales and offsets and the FN
+    head's multiplier are not (the Flax ImageNet example's ``x.ndim > 1``).
+    """
+    return jax.tree.map(lambda p: jnp.ndim(p) > 1, params)
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightDecay:
+    """L2 weight decay added to the gradient before anything else sees it.
+
+    Attributes:
+      rate: the decay (``rate * params`` is added to the gradient); 0: none.
+      mask: which leaves are decayed (a bool pytree or a function of the
+        params); ``None``: `decay_kernels`.
+    """
+
+    rate: float = 0.0
+    mask: Any = None
+
+    def __post_init__(self):
+        if self.mask is None:
+            object.__setattr__(self, "mask", decay_kernels)
+        elif not callable(self.mask) and not jax.tree.leaves(self.mask):
+            raise TypeError(
+                "`weight_decay_mask` must be a pytree of bools like the "
+                "params or a function of the params returning one, got "
+                f"{type(self.mask).__name__} ({self.mask!r})."
+            )
+
+    def chain(self, optimizer: optax.GradientTransformation):
+        """`optimizer` preceded by the decay (unchanged if there is none)."""
+        if not self.rate:
+            return optimizer
+        return optax.chain(
+            optax.add_decayed_weights(self.rate, self.mask), optimizer
+        )
+
+
+def _check_unused_arguments(config: config_lib.BoostConfig, **given) -> None:
+    """Refuses arguments that the configured algorithms would not read."""
+    dim_reduce_on = config.is_enabled("dim_reduce")
+    for name in ("pca_matrix", "trajectory"):
+        if given[name] is not None and not dim_reduce_on:
+            raise ValueError(
+                f"`{name}=` is DimReduce's, and `dim_reduce` is off at level "
+                f"{config.level!r} in mode {config.mode!r}: switch it on "
+                "({'boost': {'mode': 'manual', 'dim_reduce': True}}) or drop "
+                "the argument."
+            )
+    if dim_reduce_on and given["weight_decay"]:
+        raise ValueError(
+            "`weight_decay` cannot apply with `dim_reduce`: DimReduce "
+            "replaces the optimizer and its line search minimises the loss "
+            "alone (MindSpore drops the user's weight decay there). Add the "
+            "L2 term to the loss instead, or switch dim_reduce off."
+        )
+    if given["weight_decay_mask"] is not None and not given["weight_decay"]:
+        raise ValueError(
+            "`weight_decay_mask` is given but `weight_decay` is 0: set the "
+            "decay, or drop the mask."
+        )
+
+
+def _check_sample_inputs(sample_inputs: Any) -> None:
+    """Raises, naming `sample_inputs`, unless it is arrays (shapes used)."""
+    leaves = jax.tree.leaves(sample_inputs)
+    problem = "" if leaves else "it holds no array"
+    for leaf in leaves:
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            problem = (
+                f"a leaf is a {type(leaf).__name__}, not an array (nested "
+                "lists are pytrees of scalars: pass np.asarray(...))"
+            )
+        elif np.dtype(leaf.dtype).kind not in "biufc":
+            problem = f"a leaf of dtype {leaf.dtype} is not numeric"
+        elif not np.ndim(leaf):
+            problem = "a leaf is a scalar, without a batch dimension"
+        else:
+            continue
+        break
+    if problem:
+        raise TypeError(
+            "`sample_inputs` must be one batch of model inputs: an array or "
+            f"a pytree of arrays (only shapes and dtypes are used); {problem}"
+            f", got {type(sample_inputs).__name__}."
+        )
+
+
 def apply_less_bn(
     model: Any,
     optimizer: optax.GradientTransformation,
     config: config_lib.BoostConfig,
     sample_inputs: Any,
+    decay: WeightDecay | None = None,
 ):
     """LessBN with the config's FN head and gradient centralization.
 
@@ -159,9 +266,11 @@ def apply_less_bn(
       ``(reduced_model, optimizer, convert_variables, report)``: the model
       with BatchNorms removed (and the FN head if ``less_bn.fn_flag``), the
       optimizer preceded by gradient centralization (if ``less_bn.gc_flag``;
-      grouped convolutions and the FN head excluded), the function that
-      converts the original model's variables, and the `LessBNReport`.
+      grouped convolutions and the FN head excluded) and before that by
+      `decay` (MindSpore's order), the function that converts the original
+      model's variables, and the `LessBNReport`.
     """
+    decay = WeightDecay() if decay is None else decay
     if model is None:
         raise ValueError(
             "`less_bn` rewrites a Flax model's BatchNorms: pass `model=` "
@@ -181,11 +290,15 @@ def apply_less_bn(
     if config.less_bn.gc_flag:
         optimizer = centralization.with_gradient_centralization(
             optimizer,
+            weight_decay=decay.rate,
+            weight_decay_mask=decay.mask,
             mask=functools.partial(
                 centralization.gradient_centralization_mask,
                 excluded_modules=plan.excluded_from_gc,
             ),
         )
+    else:
+        optimizer = decay.chain(optimizer)
     return (
         reduced,
         optimizer,
@@ -329,6 +442,12 @@ def auto_boost(
     skip_nonfinite: bool = False,
     max_consecutive_skips: int | None = 100,
     raise_on_skips: bool = False,
+    weight_decay: float = 0.0,
+    weight_decay_mask: Any = None,
+    batch_keys: tuple[str, str] | None = None,
+    rng_collections: Sequence[str] | None = None,
+    train_kwargs: Mapping[str, Any] | None = None,
+    eval_kwargs: Mapping[str, Any] | None = None,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
 
@@ -383,6 +502,28 @@ def auto_boost(
         data, a dynamic loss scale stuck at its minimum), the call warns
         with a ``RuntimeWarning``; ``None``: never.
       raise_on_skips: raise ``FloatingPointError`` instead of warning.
+      weight_decay: L2 weight decay, in MindSpore's place: ``weight_decay *
+        params`` is added to the gradient first, then gradient
+        centralization (LessBN) and `optimizer` see it — the gradient of
+        ``weight_decay / 2 * sum(p ** 2)`` added to the loss, as the Flax
+        examples do. With accumulation it is added once per update, with
+        freezing to the trained leaves only. 0: none.
+      weight_decay_mask: the leaves decayed: a pytree of bools like the
+        params, or a function of the params returning one (as
+        ``optax.add_decayed_weights`` takes); default: leaves with more than
+        one dimension (kernels; not biases, normalisation scales or the FN
+        head's multiplier), as the Flax ImageNet example decays.
+      batch_keys: with `model`, ``(inputs key, targets key)`` when batches
+        are dicts (``("image", "label")`` in the Flax examples); default:
+        ``(inputs, targets)`` pairs.
+      rng_collections: with a Linen `model`, the RNG streams it draws from
+        in training (``self.make_rng(name)``); default ``("dropout",)``.
+        Each step gives every stream its own key.
+      train_kwargs: with `model`, keyword arguments of its call in training
+        (default ``{"train": True}`` when a Linen ``__call__`` takes
+        ``train``).
+      eval_kwargs: the same for `TrainStep.predict` (default
+        ``{"train": False}``).
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)``, then
@@ -415,22 +556,51 @@ def auto_boost(
     boost_config = config_lib.boost_config(level, config)
     check_implemented(boost_config)
     check_compatible(boost_config)
+    train_step_lib.check_optimizer(optimizer)
+    # Flags are checked before any tracing (LessBN, freezing groups).
+    validation.check_bool("has_aux", has_aux)
+    validation.check_bool("donate_state", donate_state)
+    validation.check_optional_bool("background_compile", background_compile)
+    train_step_lib.check_skip_options(
+        skip_nonfinite, max_consecutive_skips, raise_on_skips
+    )
+    validation.check_int("seed", seed, minimum=0)
+    weight_decay = validation.check_number(
+        "weight_decay", weight_decay, minimum=0
+    )
+    _check_unused_arguments(
+        boost_config,
+        pca_matrix=pca_matrix,
+        trajectory=trajectory,
+        weight_decay=weight_decay,
+        weight_decay_mask=weight_decay_mask,
+    )
+    if sample_inputs is not None:
+        _check_sample_inputs(sample_inputs)
     loss_scale = loss_scale_from_config(boost_config, loss_scale)
     convert_variables, less_bn_report = None, None
+    model_options = dict(
+        batch_keys=batch_keys,
+        rng_collections=rng_collections,
+        train_kwargs=train_kwargs,
+        eval_kwargs=eval_kwargs,
+    )
+    decay = WeightDecay(weight_decay, weight_decay_mask)
     plain = train_step_lib.PlainRecipe(
         dict(
-            optimizer=optimizer,
+            optimizer=decay.chain(optimizer),
             model=model,
             loss=loss,
             loss_fn=loss_fn,
             has_aux=has_aux,
             predict_fn=predict_fn,
+            **model_options,
         ),
         mesh,
     )
     if boost_config.is_enabled("less_bn"):
         model, optimizer, convert_variables, less_bn_report = apply_less_bn(
-            model, optimizer, boost_config, sample_inputs
+            model, optimizer, boost_config, sample_inputs, decay
         )
         if isinstance(loss_scale, loss_scale_lib.GroupLossScale):
             # Groups named on the original model, as freezing's are.
@@ -438,6 +608,8 @@ def auto_boost(
                 model_graph.param_shapes(model, sample_inputs),
                 model_graph.param_shapes(plain.kwargs["model"], sample_inputs),
             )
+    else:
+        optimizer = decay.chain(optimizer)
     data_parallel = data_parallel_from_config(boost_config, mesh)
     if boost_config.is_enabled("dim_reduce"):
         # DimReduce is the optimizer (MindSpore: SGD(lr=1) applying its step).
@@ -458,6 +630,7 @@ def auto_boost(
         has_aux=has_aux,
         predict_fn=predict_fn,
         convert_variables=convert_variables,
+        **model_options,
     )
     freezing = None
     if boost_config.is_enabled("grad_freeze"):

@@ -28,29 +28,47 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
+
+from boostax._src import validation
 
 LAYOUTS = ("flax", "output_first")
 EXCLUDED_NAMES = ("beta", "gamma", "bias", "scale")
 
 
 def _check_layout(layout: str) -> None:
-    if layout not in LAYOUTS:
-        raise ValueError(
-            f"`layout` must be one of {list(LAYOUTS)}, got {layout!r}."
+    validation.check_one_of("layout", layout, LAYOUTS)
+
+
+def _check_fan_in_multiple(fan_in_multiple) -> int:
+    return validation.check_int("fan_in_multiple", fan_in_multiple, minimum=1)
+
+
+def _check_mask(name: str, mask: Any) -> None:
+    """A mask is ``None``, a function of the params, or a pytree of bools."""
+    if mask is None or callable(mask):
+        return
+    bad = [
+        leaf
+        for leaf in jax.tree.leaves(mask)
+        if not isinstance(leaf, (bool, np.bool_))
+        and not (
+            hasattr(leaf, "dtype")
+            and getattr(leaf, "ndim", None) == 0
+            and leaf.dtype == np.bool_
+        )
+    ]
+    if bad:
+        raise TypeError(
+            f"`{name}` must be None, a pytree of bools or a function of the "
+            f"params returning one, got a leaf {validation.got(bad[0])[4:]}."
         )
 
 
-def _check_fan_in_multiple(fan_in_multiple) -> None:
-    if (
-        not isinstance(fan_in_multiple, int)
-        or isinstance(fan_in_multiple, bool)
-        or fan_in_multiple < 1
-    ):
-        raise ValueError(
-            "`fan_in_multiple` must be an int >= 1 (1 disables the rule), "
-            f"got {fan_in_multiple!r}."
-        )
+def _check_names(name: str, names: Any, what: str) -> list:
+    """A list or tuple (not a str, whose items are its characters)."""
+    return validation.check_sequence(name, names, f"a list or tuple of {what}")
 
 
 def _reduce_axes(ndim: int, layout: str) -> tuple[int, ...]:
@@ -124,7 +142,18 @@ def gradient_centralization_mask(
     """
     _check_layout(layout)
     _check_fan_in_multiple(fan_in_multiple)
-    excluded = [tuple(str(k) for k in m) for m in excluded_modules]
+    modules = _check_names(
+        "excluded_modules", excluded_modules, "module paths (tuples of names)"
+    )
+    for module in modules:
+        if not isinstance(module, (list, tuple)):
+            raise TypeError(
+                "Each entry of `excluded_modules` must be a module path (a "
+                f"tuple of names), {validation.got(module)}."
+            )
+    for name in _check_names("excluded_names", excluded_names, "strs"):
+        validation.check_str("excluded_names", name)
+    excluded = [tuple(str(k) for k in m) for m in modules]
 
     def rule(path, leaf) -> bool:
         names = path_names(path)
@@ -181,6 +210,7 @@ def centralize_gradients(
       Yong et al., `Gradient Centralization: A New Optimization Technique
       for Deep Neural Networks <https://arxiv.org/abs/2004.01461>`_, 2020.
     """
+    _check_mask("mask", mask)
     _check_layout(layout)
     _check_fan_in_multiple(fan_in_multiple)
 
@@ -230,19 +260,14 @@ def with_gradient_centralization(
     Returns:
       The chained ``optax.GradientTransformation``.
     """
-    if not isinstance(optimizer, optax.GradientTransformation):
-        raise TypeError(
-            "`optimizer` must be an optax.GradientTransformation, got "
-            f"{type(optimizer).__name__}."
-        )
-    if isinstance(weight_decay, bool) or not isinstance(
-        weight_decay, (int, float)
-    ):
-        raise TypeError(
-            f"`weight_decay` must be a number, got {weight_decay!r}."
-        )
-    if weight_decay < 0:
-        raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}.")
+    validation.check_instance(
+        "optimizer",
+        optimizer,
+        optax.GradientTransformation,
+        "an optax.GradientTransformation",
+    )
+    validation.check_number("weight_decay", weight_decay, minimum=0)
+    _check_mask("weight_decay_mask", weight_decay_mask)
     decay = (
         optax.add_decayed_weights(weight_decay, weight_decay_mask)
         if weight_decay

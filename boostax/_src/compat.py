@@ -25,7 +25,13 @@ from flax import nnx
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import adasum as adasum_lib
 from boostax._src import auto_boost as auto_boost_lib
-from boostax._src import centralization, groups, model_graph, objectives
+from boostax._src import (
+    centralization,
+    groups,
+    model_graph,
+    objectives,
+    validation,
+)
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import dim_reduce as dim_reduce_lib
@@ -207,6 +213,7 @@ def LessBN(network: Any, fn_flag: bool = False, *, sample_inputs: Any = None):  
       The reduced network (see `boostax.less_bn`).
     """
     _check_network(network)
+    validation.check_bool("fn_flag", fn_flag)
     if sample_inputs is None:
         raise TypeError(
             "LessBN traces the network to find its BatchNorm structures: "
@@ -227,7 +234,9 @@ class ParameterProcess:
         `split_point` (default: half the number of leaves). XLA fuses
         collectives itself: the buckets only document MindSpore's split.
         """
-        return groups.fusion_buckets(parameters, split_point)
+        return groups.fusion_buckets(
+            parameters, split_point, argument="split_point"
+        )
 
     @staticmethod
     def generate_group_params(parameters: Any, origin_params: Any) -> Any:
@@ -296,6 +305,16 @@ class OptimizerProcess:
                     "`param_labels` goes with a mapping of per-group "
                     "optimizers, got one optimizer."
                 )
+        if isinstance(weight_decay, Mapping):
+            if not isinstance(opt, Mapping):
+                raise ValueError(
+                    "A mapping of per-group `weight_decay` goes with a "
+                    "mapping of per-group optimizers, got one optimizer."
+                )
+            for rate in weight_decay.values():
+                validation.check_number("weight_decay", rate, minimum=0)
+        else:
+            validation.check_number("weight_decay", weight_decay, minimum=0)
         self.opt = opt
         self.origin_params = param_labels
         self.weight_decay = weight_decay
@@ -457,6 +476,8 @@ class FreezeOpt:
                 "opt(schedule) -> optax.GradientTransformation, got "
                 f"{type(opt).__name__}."
             )
+        else:
+            validation.check_numbers("learning_rate", learning_rate, minimum=0)
         if train_strategy is not None and train_parameter_groups is None:
             raise ValueError("`train_strategy` needs `train_parameter_groups`.")
         if train_parameter_groups is not None:
@@ -471,6 +492,13 @@ class FreezeOpt:
                         "Each group of `train_parameter_groups` must be a "
                         f"tuple or list, got {type(group).__name__}."
                     )
+                for leaf in group:
+                    if not isinstance(leaf, (str, tuple, list)):
+                        raise TypeError(
+                            "The parameter paths of `train_parameter_groups` "
+                            "must be '/'-joined strs or tuples of names, "
+                            f"{validation.got(leaf)}."
+                        )
             groups = tuple(
                 tuple(_as_path(leaf) for leaf in g)
                 for g in train_parameter_groups
@@ -479,6 +507,12 @@ class FreezeOpt:
             groups = None
         count = 1 if groups is None else len(groups)
         self.train_strategy = self._strategy(train_strategy, count)
+        if self.train_strategy.min() < 0 or self.train_strategy.max() >= count:
+            raise ValueError(
+                f"`train_strategy` must hold group indices in [0, {count - 1}]"
+                f" ({count} groups), got {self.train_strategy.min()} to "
+                f"{self.train_strategy.max()}."
+            )
         self.train_parameter_groups = groups
         self.opt = opt
         if learning_rate is None:
@@ -497,10 +531,14 @@ class FreezeOpt:
             return np.arange(count, dtype=np.int32)
         if isinstance(strategy, (np.ndarray, jax.Array)):
             array = np.asarray(strategy)
-            if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+            if (
+                array.ndim != 1
+                or not array.size
+                or not np.issubdtype(array.dtype, np.integer)
+            ):
                 raise ValueError(
-                    "`train_strategy` must be a 1-D integer array, got "
-                    f"shape {array.shape} and dtype {array.dtype}."
+                    "`train_strategy` must be a non-empty 1-D integer array, "
+                    f"got shape {array.shape} and dtype {array.dtype}."
                 )
             return array.astype(np.int32)
         if not isinstance(strategy, (tuple, list)):
@@ -508,12 +546,16 @@ class FreezeOpt:
                 "`train_strategy` must be a tuple, list or integer array, "
                 f"got {type(strategy).__name__}."
             )
-        if not all(
-            isinstance(s, (int, np.integer)) and not isinstance(s, bool)
-            for s in strategy
-        ):
-            raise ValueError("`train_strategy` must hold ints only.")
-        return np.asarray(strategy, np.int32)
+        for s in strategy:
+            if not validation.is_int(s):
+                raise TypeError(
+                    "`train_strategy` must hold ints only (group indices), "
+                    f"{validation.got(s)}."
+                )
+        strategy = np.asarray(strategy, np.int32)
+        if not strategy.size:
+            raise ValueError("`train_strategy` must not be empty.")
+        return strategy
 
     def freezing(self, params: Any) -> freezing_lib.Freezing:
         """The `Freezing` plan of these groups over `params`."""
@@ -544,6 +586,18 @@ class GradientFreeze:
         freeze_p: float = 0.7,
         total_steps: int = 65536,
     ):
+        validation.check_int("param_groups", param_groups, minimum=1)
+        freeze_type_message = (
+            "`freeze_type` must be 0 (continuous) or 1 (interval)"
+        )
+        if not validation.is_int(freeze_type):
+            raise TypeError(
+                f"{freeze_type_message}, {validation.got(freeze_type)}."
+            )
+        if freeze_type not in (0, 1):
+            raise ValueError(f"{freeze_type_message}, got {freeze_type!r}.")
+        validation.check_number("freeze_p", freeze_p, minimum=0, maximum=1)
+        validation.check_int("total_steps", total_steps, minimum=1)
         section = config_lib.GradFreezeSection(
             param_groups=param_groups,
             freeze_type=freeze_type,
@@ -586,6 +640,7 @@ class GradientFreeze:
         self, network: Any, optimizer: Any, *, sample_inputs=None, seed=0
     ) -> tuple[Any, FreezeOpt]:
         """The network and its freezing optimizer (a `FreezeOpt`)."""
+        validation.check_int("seed", seed, minimum=0)
         groups = self.split_parameters_groups(
             network, self._param_groups, sample_inputs=sample_inputs
         )
@@ -652,6 +707,18 @@ def freeze_cell(
         raise TypeError(
             f"`optimizer` must be a FreezeOpt, got {type(optimizer).__name__}."
         )
+    validation.check_bool("reducer_flag", reducer_flag)
+    validation.check_optional_number(
+        "sens", sens, none_means="no loss scaling", minimum=0, open_minimum=True
+    )
+    validation.check_bool("use_grad_accumulation", use_grad_accumulation)
+    validation.check_optional_bool("mean", mean)
+    validation.check_optional_int(
+        "degree", degree, minimum=1, none_means="the device count"
+    )
+    validation.check_int(
+        "max_accumulation_step", max_accumulation_step, minimum=1
+    )
     if reducer_flag or mean is not None or degree is not None:
         raise NotImplementedError(
             "freeze_cell does not wire data-parallel gradient reduction "
@@ -670,7 +737,8 @@ def freeze_cell(
         )
     if grad is not None:
         raise ValueError(
-            "boostax differentiates with jax.value_and_grad: pass grad=None."
+            "`grad` must be None: boostax differentiates with "
+            f"jax.value_and_grad (pass grad=None), {validation.got(grad)}."
         )
     step = _freezing_train_step(network, optimizer, loss)
     cells = FreezeCells(
@@ -703,6 +771,9 @@ class GradientAccumulation:
     """
 
     def __init__(self, max_accumulation_step: int, optimizer):
+        validation.check_int(
+            "max_accumulation_step", max_accumulation_step, minimum=1
+        )
         train_step_lib.check_optimizer(optimizer)
         self.max_accumulation_step = max_accumulation_step
         self.optimizer = optimizer
@@ -761,19 +832,14 @@ class AdaSum:
         group_number: int,
         parameter_tuple: Any,
     ):
-        for name, value in (
-            ("rank", rank),
-            ("device_number", device_number),
-            ("group_number", group_number),
-        ):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or (value < 1)
-            ):
-                raise ValueError(
-                    f"`{name}` must be an int >= 1, got {value!r}."
-                )
+        rank, device_number, group_number = (
+            validation.check_int(name, value, minimum=1)
+            for name, value in (
+                ("rank", rank),
+                ("device_number", device_number),
+                ("group_number", group_number),
+            )
+        )
         if rank != device_number * group_number:
             raise ValueError(
                 "`rank` (the total number of devices) must equal "
@@ -859,6 +925,16 @@ class DimReduce:
     ):
         _check_network(network)
         train_step_lib.check_optimizer(optimizer)
+        n_components = validation.check_int(
+            "n_components", n_components, minimum=1
+        )
+        rank = validation.check_int("rank", rank, minimum=0)
+        rank_size = validation.check_int("rank_size", rank_size, minimum=1)
+        if rank >= rank_size:
+            raise ValueError(
+                f"`rank` must be in [0, rank_size - 1] = [0, {rank_size - 1}],"
+                f" got {rank}."
+            )
         if rank != 0 or rank_size != 1:
             raise NotImplementedError(
                 "DimReduce with rank_size > 1: build the data-parallel step "
@@ -866,6 +942,13 @@ class DimReduce:
                 "over the mesh's devices)."
             )
         matrix = np.asarray(pca_mat_local)
+        if matrix.dtype == np.bool_ or not np.issubdtype(
+            matrix.dtype, np.number
+        ):
+            raise TypeError(
+                "`pca_mat_local` must be a numeric matrix (n_components, "
+                f"n_params), got an array of dtype {matrix.dtype}."
+            )
         if matrix.ndim != 2 or matrix.shape[0] != n_components:
             raise ValueError(
                 f"`pca_mat_local` must have `n_components` = {n_components} "
@@ -931,6 +1014,10 @@ class GroupLossScaleManager:
     enhanced_amp = staticmethod(loss_scale_lib.enhanced_amp)
 
     def __init__(self, init_loss_scale, loss_scale_groups):
+        count = loss_scale_lib.check_groups(
+            "loss_scale_groups", loss_scale_groups
+        )
+        loss_scale_lib.check_init_loss_scale(init_loss_scale, count)
         self.init_loss_scale = init_loss_scale
         self.loss_scale_groups = loss_scale_groups
         rule = loss_scale_lib.GroupLossScale(init_loss_scale, loss_scale_groups)
@@ -945,6 +1032,10 @@ class GroupLossScaleManager:
 
     def set_loss_scale_status(self, loss_scale_number: int, init_loss_scale):
         """Sets ``S = [1, s_1..s_n, 1]`` for `loss_scale_number` groups."""
+        loss_scale_number = validation.check_int(
+            "loss_scale_number", loss_scale_number, minimum=1
+        )
+        loss_scale_lib.check_init_loss_scale(init_loss_scale, loss_scale_number)
         scales = np.broadcast_to(
             np.asarray(init_loss_scale, np.float32), (loss_scale_number,)
         )
@@ -952,10 +1043,14 @@ class GroupLossScaleManager:
 
     def update_loss_scale_status(self, layer: int, update_ratio: float):
         """``S[layer + 1] *= update_ratio``; returns the new scale."""
+        expected = f"`layer` must be in [0, {len(self.scales) - 3}]"
+        if not validation.is_int(layer):
+            raise TypeError(f"{expected} (an int), {validation.got(layer)}.")
         if not 0 <= layer < len(self.scales) - 2:
-            raise ValueError(
-                f"`layer` must be in [0, {len(self.scales) - 3}], got {layer}."
-            )
+            raise ValueError(f"{expected}, got {layer}.")
+        update_ratio = validation.check_number(
+            "update_ratio", update_ratio, minimum=0, open_minimum=True
+        )
         self.scales[layer + 1] *= update_ratio
         return float(self.scales[layer + 1])
 
@@ -964,6 +1059,25 @@ class GroupLossScaleManager:
         return loss_scale_lib.GroupLossScale(
             [float(s) for s in self.scales[1:-1]], self.loss_scale_groups
         )
+
+
+def _check_scale(name: str, value: Any) -> float:
+    """A loss scale: a finite number > 0, or an array of shape () or (1,)
+    holding one (MindSpore passes a Tensor)."""
+    if isinstance(value, (np.ndarray, np.generic, jax.Array)):
+        shape = tuple(np.shape(value))
+        if shape not in ((), (1,)):
+            raise ValueError(
+                f"`{name}` must have shape () or (1,), got {shape}."
+            )
+        array = np.asarray(value)
+        if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.number):
+            raise TypeError(
+                f"`{name}` must be a number or a numeric array of shape () "
+                f"or (1,), got an array of dtype {array.dtype}."
+            )
+        value = float(np.reshape(array, ()))
+    return validation.check_number(name, value, minimum=0, open_minimum=True)
 
 
 class BoostTrainOneStepCell:
@@ -1006,11 +1120,10 @@ class BoostTrainOneStepCell:
         adasum: bool = False,
         device_number: int = 8,
     ):
-        if sens is not None and (
-            isinstance(sens, bool) or not isinstance(sens, (int, float))
-        ):
-            raise TypeError(f"`sens` must be a number, got {sens!r}.")
-        self.sens = 1.0 if sens is None else float(sens)
+        sens = validation.check_optional_number(
+            "sens", sens, none_means="1.0", minimum=0, open_minimum=True
+        )
+        self.sens = 1.0 if sens is None else sens
         loss_scale = (
             None
             if self.sens == 1.0
@@ -1020,9 +1133,10 @@ class BoostTrainOneStepCell:
         self._build(network, optimizer, loss, loss_scale, variables, rng)
 
     def _data_parallel(self, mesh, adasum, device_number):
-        if not isinstance(adasum, bool):
-            raise TypeError(f"`adasum` must be a bool, got {adasum!r}.")
-        self.adasum = adasum
+        self.adasum = validation.check_bool("adasum", adasum)
+        device_number = validation.check_int(
+            "device_number", device_number, minimum=1
+        )
         self.data_parallel = None
         if mesh is None:
             if adasum:
@@ -1149,6 +1263,8 @@ class BoostTrainOneStepCell:
                 "gradient_accumulation_process needs a GradientAccumulation "
                 "optimizer."
             )
+        if not isinstance(sens, jax.core.Tracer):
+            sens = _check_scale("sens", sens)
         state = self.state
         grads = jax.tree.map(lambda g: g / sens, grads)
         updates, opt_state = self.train_step.optimizer.update(
@@ -1213,15 +1329,14 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         if isinstance(scale_sense, (int, float)) and not isinstance(
             scale_sense, bool
         ):
-            return loss_scale_lib.StaticLossScale(float(scale_sense))
-        if isinstance(scale_sense, (np.ndarray, np.generic, jax.Array)):
-            shape = tuple(np.shape(scale_sense))
-            if shape not in ((), (1,)):
-                raise ValueError(
-                    f"`scale_sense` must have shape () or (1,), got {shape}."
-                )
             return loss_scale_lib.StaticLossScale(
-                float(np.reshape(np.asarray(scale_sense), ()))
+                validation.check_number(
+                    "scale_sense", scale_sense, minimum=0, open_minimum=True
+                )
+            )
+        if isinstance(scale_sense, (np.ndarray, np.generic, jax.Array)):
+            return loss_scale_lib.StaticLossScale(
+                _check_scale("scale_sense", scale_sense)
             )
         raise TypeError(
             "`scale_sense` must be a fixed scale (a number or an array of "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -48,7 +49,12 @@ LEVEL_ALGORITHMS: Mapping[str, frozenset[str]] = {
 
 def check_level(level: Any) -> str:
     """Returns `level` if it is one of `LEVELS`, else raises `ValueError`."""
-    if not isinstance(level, str) or level not in LEVELS:
+    if not isinstance(level, str):
+        raise TypeError(
+            f"`level` must be one of {list(LEVELS)} (a str), got "
+            f"{type(level).__name__} ({level!r})."
+        )
+    if level not in LEVELS:
         raise ValueError(
             f"`level` must be one of {list(LEVELS)}, got {level!r}."
         )
@@ -90,7 +96,8 @@ def _one_of(*allowed) -> _Range:
 _KIND_TEXT = {
     "bool": "a bool",
     "int": "an int",
-    "float": "a number",
+    "float": "a finite number",
+    "seconds": "a number of seconds (inf: wait forever)",
     "int_list": "a list of ints (or a single int)",
     "path": "a path (str or os.PathLike) or None",
 }
@@ -120,10 +127,15 @@ def _coerce(name: str, kind: str, value):
         if not _is_int(value):
             raise bad_type
         return int(value)
-    if kind == "float":
+    if kind in ("float", "seconds"):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise bad_type
-        return float(value)
+        value = float(value)
+        if math.isnan(value) or (kind == "float" and math.isinf(value)):
+            raise ValueError(
+                f"`{name}` must be {_KIND_TEXT[kind]}, got {value!r}."
+            )
+        return value
     if kind == "int_list":
         if _is_int(value):
             return (int(value),)
@@ -263,7 +275,7 @@ class DimReduceSection(_Section):
     n_components: int = _key(32, "int", _at_least(1))
     pca_mat_path: str | None = _key(None, "path")
     weight_load_dir: str | None = _key(None, "path")
-    timeout: float = _key(1800.0, "float", _at_least(0))
+    timeout: float = _key(1800.0, "seconds", _at_least(0))
 
 
 SECTIONS: Mapping[str, type[_Section]] = {
@@ -350,6 +362,74 @@ def _resolve_switches(level: str, boost: BoostSection) -> BoostSection:
     return dataclasses.replace(boost, **resolved)
 
 
+# The section of each algorithm's hyper-parameters, and the `common` keys
+# only one algorithm reads.
+_SECTION_OF = {
+    "less_bn": "less_bn",
+    "grad_freeze": "grad_freeze",
+    "grad_accumulation": "grad_accumulation",
+    "dim_reduce": "dim_reduce",
+}
+_COMMON_KEY_OF = {"device_number": "adasum"}
+
+
+def _changed_keys(section) -> list[str]:
+    """The keys of `section` that differ from their defaults."""
+    default = type(section)()
+    return [
+        f"{section.NAME}.{f.name}={getattr(section, f.name)!r}"
+        for f in dataclasses.fields(section)
+        if getattr(section, f.name) != getattr(default, f.name)
+    ]
+
+
+def _warn_ignored_settings(config: BoostConfig) -> None:
+    """Warns about settings that change nothing in `config`.
+
+    MindSpore silently drops the sections of algorithms that are off; a
+    value that would change training is worth a word (a value left at its
+    default changes nothing, so MindSpore's full example dict stays quiet).
+    """
+    where = f"at level {config.level!r} in mode {config.mode!r}"
+    for algorithm, section in _SECTION_OF.items():
+        changed = _changed_keys(getattr(config, section))
+        if changed and not config.is_enabled(algorithm):
+            user_warnings.warn(
+                f"{', '.join(f'`{c}`' for c in changed)} is ignored: "
+                f"`{algorithm}` is off {where}. Switch it on with "
+                f"{{'boost': {{'mode': 'manual', '{algorithm}': True}}}}, or "
+                "drop the setting.",
+                UserWarning,
+            )
+    common = config.common
+    for key, algorithm in _COMMON_KEY_OF.items():
+        default = getattr(CommonSection(), key)
+        if getattr(common, key) != default and not config.is_enabled(algorithm):
+            user_warnings.warn(
+                f"`common.{key}={getattr(common, key)!r}` is ignored: only "
+                f"`{algorithm}` reads it, and it is off {where}.",
+                UserWarning,
+            )
+    if common.gradient_split_groups != CommonSection().gradient_split_groups:
+        user_warnings.warn(
+            "`common.gradient_split_groups` has no effect in boostax: it "
+            "places MindSpore's gradient all-reduce fusion points, and XLA "
+            "schedules and fuses collectives itself.",
+            UserWarning,
+        )
+    if (
+        config.mode == "manual"  # the user switched it on (no level does)
+        and config.is_enabled("grad_accumulation")
+        and config.grad_accumulation.grad_accumulation_step == 1
+    ):
+        user_warnings.warn(
+            "`grad_accumulation` is on with `grad_accumulation."
+            "grad_accumulation_step` 1: there is nothing to accumulate, and "
+            "every step updates (set the micro-steps per update, e.g. 4).",
+            UserWarning,
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class BoostConfig:
     """An immutable, validated boostax configuration.
@@ -381,12 +461,15 @@ class BoostConfig:
       >>> import boostax
       >>> config = boostax.BoostConfig.from_dict(
       ...     {"boost": {"mode": "manual", "grad_freeze": False},
-      ...      "grad_freeze": {"total_steps": 1000}},
+      ...      "less_bn": {"fn_flag": False}},
       ...     level="O1")
       >>> config.enabled_algorithms
       ('less_bn',)
-      >>> config.grad_freeze.total_steps
-      1000
+      >>> config.less_bn.fn_flag
+      False
+
+    A setting of an algorithm that is off changes nothing, and warns (with
+    values other than the defaults; MindSpore drops it silently).
     """
 
     level: str = "O0"
@@ -408,6 +491,7 @@ class BoostConfig:
         object.__setattr__(
             self, "boost", _resolve_switches(self.level, self.boost)
         )
+        _warn_ignored_settings(self)
 
     @classmethod
     def from_dict(

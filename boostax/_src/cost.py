@@ -21,6 +21,7 @@ the CPU's cost analysis is what is read here.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
 import time
 from collections.abc import Mapping
@@ -35,10 +36,21 @@ from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
+from boostax._src import validation
 
 
-class Accelerator(NamedTuple):
+class _AcceleratorFields(NamedTuple):
+    name: str
+    peak_flops: float
+    peak_bytes_per_second: float
+    source: str
+
+
+class Accelerator(_AcceleratorFields):
     """Peak rates of an accelerator, for roofline projections.
+
+    A NamedTuple; the rates are checked (finite numbers > 0) when it is
+    built.
 
     Attributes:
       name: the accelerator.
@@ -48,10 +60,25 @@ class Accelerator(NamedTuple):
       source: where the figures come from.
     """
 
-    name: str
-    peak_flops: float
-    peak_bytes_per_second: float
-    source: str
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        name: str,
+        peak_flops: float,
+        peak_bytes_per_second: float,
+        source: str,
+    ):
+        validation.check_str("name", name)
+        rates = [
+            validation.check_number(field, value, minimum=0, open_minimum=True)
+            for field, value in (
+                ("peak_flops", peak_flops),
+                ("peak_bytes_per_second", peak_bytes_per_second),
+            )
+        ]
+        validation.check_str("source", source, allow_empty=True)
+        return super().__new__(cls, name, *rates, source)
 
     def seconds(self, flops: float, bytes_accessed: float) -> float:
         """The roofline time of a step: its slower of compute and memory."""
@@ -179,6 +206,7 @@ def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
       >>> boostax.collective_bytes(hlo)
       (1536.0, {'all-reduce': 1})
     """
+    validation.check_str("hlo", hlo, allow_empty=True)
     total, counts = 0.0, {}
     for line in hlo.splitlines():
         line = re.sub(r"/\*.*?\*/", "", line)  # /*index=5*/ in tuples
@@ -199,8 +227,29 @@ def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
     return total, counts
 
 
-class ExecutableCost(NamedTuple):
+class _ExecutableCostFields(NamedTuple):
+    flops: float
+    bytes_accessed: float
+    temp_bytes: int
+    argument_bytes: int
+    output_bytes: int
+    collective_bytes: float
+    collectives: dict[str, int]
+
+
+def _check_real(name: str, value: Any) -> float:
+    """A real number (XLA's figures, taken as XLA reports them)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, numbers.Real
+    ):
+        raise TypeError(f"`{name}` must be a number, {validation.got(value)}.")
+    return float(value)
+
+
+class ExecutableCost(_ExecutableCostFields):
     """What XLA says one compiled executable costs, per device.
+
+    A NamedTuple; its fields' types are checked when it is built.
 
     Attributes:
       flops: floating-point operations (``cost_analysis()``).
@@ -212,13 +261,37 @@ class ExecutableCost(NamedTuple):
       collectives: ``{collective: count}``.
     """
 
-    flops: float
-    bytes_accessed: float
-    temp_bytes: int
-    argument_bytes: int
-    output_bytes: int
-    collective_bytes: float
-    collectives: dict[str, int]
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        flops: float,
+        bytes_accessed: float,
+        temp_bytes: int,
+        argument_bytes: int,
+        output_bytes: int,
+        collective_bytes: float,
+        collectives: dict[str, int],
+    ):
+        flops = _check_real("flops", flops)
+        bytes_accessed = _check_real("bytes_accessed", bytes_accessed)
+        sizes = [
+            validation.check_int(name, value)
+            for name, value in (
+                ("temp_bytes", temp_bytes),
+                ("argument_bytes", argument_bytes),
+                ("output_bytes", output_bytes),
+            )
+        ]
+        collective_bytes = _check_real("collective_bytes", collective_bytes)
+        validation.check_instance(
+            "collectives", collectives, Mapping, "a dict {collective: count}"
+        )
+        for count in collectives.values():
+            validation.check_int("collectives", count, minimum=0)
+        return super().__new__(
+            cls, flops, bytes_accessed, *sizes, collective_bytes, collectives
+        )
 
 
 def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
@@ -231,6 +304,12 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
       >>> boostax.executable_cost(compiled).flops
       1024.0
     """
+    validation.check_instance(
+        "compiled",
+        compiled,
+        jax.stages.Compiled,
+        "a jax.stages.Compiled (jax.jit(f).lower(...).compile())",
+    )
     analysis = compiled.cost_analysis() or {}
     if isinstance(analysis, list):  # older JAX: one dict per computation
         analysis = analysis[0] if analysis else {}
@@ -288,6 +367,32 @@ class CostReport:
     accelerator: Accelerator
     less_bn: Any = None
     algorithms: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        validation.check_instance(
+            "executables",
+            self.executables,
+            Mapping,
+            "a dict {name: ExecutableCost}",
+        )
+        for cost in self.executables.values():
+            validation.check_instance(
+                "executables",
+                cost,
+                ExecutableCost,
+                "a dict {name: ExecutableCost}",
+            )
+        for name in ("shares", "compile_seconds", "weighted", "ratios"):
+            validation.check_instance(
+                name, getattr(self, name), Mapping, "a dict {name: number}"
+            )
+        validation.check_instance(
+            "accelerator", self.accelerator, Accelerator, "an Accelerator"
+        )
+        for name in validation.check_sequence(
+            "algorithms", self.algorithms, "a tuple of algorithm names"
+        ):
+            validation.check_str("algorithms", name)
 
     @property
     def expected_step_ratio(self) -> float:
@@ -425,7 +530,9 @@ def _plain_step(train_step, state, batch):
     single = train_step_lib.make_train_step(**recipe.kwargs)
     objective = single.objective
     if isinstance(objective, objectives_lib.LinenObjective):
-        inputs, _ = objectives_lib.inputs_and_targets(batch)
+        inputs, _ = objectives_lib.inputs_and_targets(
+            batch, objective.batch_keys
+        )
 
         def init():
             variables = objective.module.init(
@@ -521,6 +628,18 @@ def cost_report(
       >>> bool(report.ratios["flops"] < 1.0)
       True
     """
+    validation.check_instance(
+        "train_step", train_step, train_step_lib.TrainStep, "a TrainStep"
+    )
+    if baseline is not None and not isinstance(
+        baseline, (train_step_lib.TrainStep, jax.stages.Compiled)
+    ):
+        if not callable(getattr(baseline, "lower", None)):
+            raise TypeError(
+                "`baseline` must be None, a TrainStep, a jitted "
+                "step(state, batch) or a jax.stages.Compiled, "
+                f"{validation.got(baseline)}."
+            )
     if isinstance(accelerator, str):
         if accelerator not in ACCELERATORS:
             raise ValueError(
@@ -528,11 +647,12 @@ def cost_report(
                 f"Accelerator, got {accelerator!r}."
             )
         accelerator = ACCELERATORS[accelerator]
-    if not isinstance(accelerator, Accelerator):
-        raise TypeError(
-            "`accelerator` must be a name or an Accelerator, got "
-            f"{type(accelerator).__name__}."
-        )
+    validation.check_instance(
+        "accelerator",
+        accelerator,
+        Accelerator,
+        f"one of {sorted(ACCELERATORS)} or an Accelerator",
+    )
     precompiled = isinstance(baseline, jax.stages.Compiled)
     if not precompiled and (baseline is None) != (baseline_state is None):
         raise ValueError(

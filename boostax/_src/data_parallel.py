@@ -38,6 +38,7 @@ from jax.sharding import PartitionSpec as P
 
 from boostax._src import adasum as adasum_lib
 from boostax._src import dim_reduce as dim_reduce_lib
+from boostax._src import validation
 
 REDUCTIONS = ("mean", "adasum", "adasum_gradients")
 
@@ -91,17 +92,20 @@ class DataParallel:
     eps: float = 1e-12
 
     def __post_init__(self):
-        if not isinstance(self.mesh, Mesh):
-            raise TypeError(
-                "`mesh` must be a jax.sharding.Mesh (e.g. jax.make_mesh("
-                f"(n,), ('data',))), got {type(self.mesh).__name__}."
-            )
-        if self.reduction not in REDUCTIONS:
-            raise ValueError(
-                f"`reduction` must be one of {REDUCTIONS}, got "
-                f"{self.reduction!r}."
-            )
+        validation.check_instance(
+            "mesh",
+            self.mesh,
+            Mesh,
+            "a jax.sharding.Mesh (e.g. jax.make_mesh((n,), ('data',)))",
+        )
+        validation.check_one_of("reduction", self.reduction, REDUCTIONS)
         if self.local_axis is not None:
+            if not isinstance(self.local_axis, str):
+                raise TypeError(
+                    "`local_axis` must be None or one of the mesh's axes "
+                    f"{tuple(self.mesh.axis_names)}, "
+                    f"{validation.got(self.local_axis)}."
+                )
             if self.local_axis not in self.mesh.axis_names:
                 raise ValueError(
                     "`local_axis` must be one of the mesh's axes "
@@ -371,18 +375,36 @@ def node_mesh(
     """
     if isinstance(devices, Mesh):
         devices = devices.devices
-    devices = np.asarray(jax.devices() if devices is None else devices)
-    devices = devices.reshape(-1)
-    if (
-        isinstance(device_number, bool)
-        or not isinstance(device_number, int)
-        or device_number < 1
-        or devices.size % device_number
-    ):
-        raise ValueError(
-            "`device_number` (devices per node) must be an int >= 1 that "
-            f"divides the device count {devices.size}, got {device_number!r}."
+    devices = np.asarray(
+        jax.devices() if devices is None else devices, dtype=object
+    ).reshape(-1)
+    if not devices.size or not all(isinstance(d, jax.Device) for d in devices):
+        raise TypeError(
+            "`devices` must be None, a Mesh or a non-empty sequence of "
+            f"jax.Device, {validation.got(devices.tolist())}."
         )
+    expected = (
+        "`device_number` (devices per node) must be an int >= 1 that "
+        f"divides the device count {devices.size}"
+    )
+    if not validation.is_int(device_number):
+        raise TypeError(f"{expected}, {validation.got(device_number)}.")
+    if device_number < 1 or devices.size % device_number:
+        raise ValueError(f"{expected}, got {device_number!r}.")
+    if (
+        not isinstance(axis_names, (tuple, list))
+        or len(axis_names) != 2
+        or not all(isinstance(a, str) for a in axis_names)
+    ):
+        raise TypeError(
+            "`axis_names` must be two str (the node and local axes), "
+            f"{validation.got(axis_names)}."
+        )
+    if axis_names[0] == axis_names[1]:
+        raise ValueError(
+            f"`axis_names` must be two different names, got {axis_names!r}."
+        )
+    device_number = int(device_number)
     return Mesh(
         devices.reshape(devices.size // device_number, device_number),
         tuple(axis_names),

@@ -23,12 +23,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from boostax._src import adasum as adasum_lib
+from boostax._src import trajectory as trajectory_lib
+from boostax._src import validation
 
 # MindSpore's threshold on y.s below which the BFGS update is skipped.
 _CURVATURE_EPS = 1e-20
@@ -61,26 +62,18 @@ class DimReduceState(NamedTuple):
     trials: jax.Array
 
 
-def _check_unit(name: str, value, *, closed_low=False) -> float:
-    if isinstance(value, bool) or not isinstance(
-        value, int | float | np.integer | np.floating
-    ):
-        raise TypeError(f"`{name}` must be a float, got {value!r}.")
-    low_ok = value >= 0 if closed_low else value > 0
-    if not (low_ok and value < 1):
-        interval = "[0, 1)" if closed_low else "(0, 1)"
-        raise ValueError(f"`{name}` must be in {interval}, got {value!r}.")
-    return float(value)
+def _check_matrix(pca_matrix) -> Any:
+    """``P`` as float32, checked (`trajectory.check_pca_matrix`) if concrete.
 
-
-def _check_matrix(pca_matrix) -> np.ndarray:
-    matrix = np.asarray(pca_matrix, np.float32)
-    if matrix.ndim != 2 or 0 in matrix.shape:
-        raise ValueError(
-            "`pca_matrix` must be a non-empty (n_components, n_params) "
-            f"matrix, got shape {matrix.shape}."
+    A traced matrix (``dim_reduce`` built inside ``jax.jit`` from an
+    argument) has no values to check: only its shape and dtype are.
+    """
+    if isinstance(pca_matrix, jax.core.Tracer):
+        trajectory_lib.check_pca_shape(
+            pca_matrix.shape, pca_matrix.dtype, "`pca_matrix`"
         )
-    return matrix
+        return pca_matrix.astype(jnp.float32)
+    return trajectory_lib.check_pca_matrix(pca_matrix, "`pca_matrix`")
 
 
 def bfgs_update(bk, sk, y):
@@ -134,13 +127,16 @@ def dim_reduce(
     Args:
       pca_matrix: ``P``, ``(k, N)`` with orthonormal rows (see
         `boostax.pca_components`); ``N`` must be the size
-        of the flattened params.
+        of the flattened params. A concrete matrix is checked: finite, no
+        all-zero row, ``max |P Pᵀ - I| <= 1e-3`` (in float64; a traced
+        one, inside ``jax.jit``, cannot be and is not).
       rho: backtracking factor of the Armijo trials, in (0, 1).
       gamma: decay of the residual momentum, in [0, 1) (0: the residual
         gradient alone).
-      alpha: step of the residual momentum (0 turns it off).
+      alpha: step of the residual momentum, finite and >= 0 (0 turns it
+        off).
       sigma: Armijo's sufficient-decrease constant, in (0, 1).
-      max_trials: line-search trials (MindSpore: 2).
+      max_trials: line-search trials, an int >= 1 (MindSpore: 2).
       axis_name: inside a data-parallel step, the mesh axes ``P``'s rows
         are sharded over (each device holds ``k / devices`` rows).
 
@@ -149,6 +145,15 @@ def dim_reduce(
       ``value`` (the loss at ``params``) and ``value_fn`` (the loss at other
       params on the same batch), as Optax's line searches do; boostax's
       train step passes both.
+
+    Raises:
+      ValueError: `pca_matrix` is not a non-empty 2-D matrix, holds NaN or
+        inf, has an all-zero row or rows that are not orthonormal (the
+        message says which check failed and how to fix it); a
+        hyper-parameter is NaN, infinite or out of its range.
+      TypeError: `pca_matrix` is not a real (float) array; a
+        hyper-parameter is not a number (a bool is not one), or
+        `max_trials` not an int.
 
     Example:
       >>> import jax, jax.numpy as jnp, optax, boostax
@@ -168,23 +173,22 @@ def dim_reduce(
       MindSpore ``mindspore.boost.DimReduce``.
     """
     matrix = _check_matrix(pca_matrix)
-    rho = _check_unit("rho", rho)
-    gamma = _check_unit("gamma", gamma, closed_low=True)
-    sigma = _check_unit("sigma", sigma)
-    if isinstance(alpha, bool) or not isinstance(
-        alpha, int | float | np.integer | np.floating
-    ):
-        raise TypeError(f"`alpha` must be a float >= 0, got {alpha!r}.")
-    if alpha < 0:
-        raise ValueError(f"`alpha` must be >= 0, got {alpha!r}.")
-    if (
-        isinstance(max_trials, bool)
-        or not isinstance(max_trials, int)
-        or max_trials < 1
-    ):
-        raise ValueError(
-            f"`max_trials` must be an int >= 1, got {max_trials!r}."
-        )
+    rho = validation.check_number(
+        "rho", rho, minimum=0, maximum=1, open_minimum=True, open_maximum=True
+    )
+    gamma = validation.check_number(
+        "gamma", gamma, minimum=0, maximum=1, open_maximum=True
+    )
+    alpha = validation.check_number("alpha", alpha, minimum=0)
+    sigma = validation.check_number(
+        "sigma",
+        sigma,
+        minimum=0,
+        maximum=1,
+        open_minimum=True,
+        open_maximum=True,
+    )
+    max_trials = validation.check_int("max_trials", max_trials, minimum=1)
     axes = None
     if axis_name is not None:
         axes = adasum_lib._check_axis("axis_name", axis_name)

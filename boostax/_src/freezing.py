@@ -31,7 +31,7 @@ import optax
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import model_graph, user_warnings
+from boostax._src import model_graph, user_warnings, validation
 from boostax._src.centralization import path_names
 
 CONTINUOUS_STRATEGY = 0
@@ -43,14 +43,6 @@ Path = tuple[str, ...]
 # ---------------------------------------------------------------------------
 # The freeze index sequence.
 # ---------------------------------------------------------------------------
-
-
-def _check_int(name, value, low) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be an int, got {value!r}.")
-    if value < low:
-        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
-    return int(value)
 
 
 def generate_freeze_index_sequence(
@@ -90,15 +82,24 @@ def generate_freeze_index_sequence(
     Returns:
       An int32 NumPy array.
     """
-    n = _check_int("parameter_groups_number", parameter_groups_number, -(2**31))
-    total = _check_int("total_steps", total_steps, 1)
-    if freeze_strategy not in (CONTINUOUS_STRATEGY, INTERVAL_STRATEGY):
-        raise ValueError(
-            "Unsupported freezing training strategy: `freeze_strategy` must "
-            f"be 0 (continuous) or 1 (interval), got {freeze_strategy!r}."
+    n = validation.check_int(
+        "parameter_groups_number", parameter_groups_number, minimum=0
+    )
+    strategy_message = (
+        "Unsupported freezing training strategy: `freeze_strategy` must be "
+        "0 (continuous) or 1 (interval)"
+    )
+    if not validation.is_int(freeze_strategy):
+        raise TypeError(
+            f"{strategy_message}, {validation.got(freeze_strategy)}."
         )
-    if isinstance(freeze_p, bool) or not 0 <= freeze_p <= 1:
-        raise ValueError(f"`freeze_p` must be in [0, 1], got {freeze_p!r}.")
+    if freeze_strategy not in (CONTINUOUS_STRATEGY, INTERVAL_STRATEGY):
+        raise ValueError(f"{strategy_message}, got {freeze_strategy!r}.")
+    freeze_p = validation.check_number(
+        "freeze_p", freeze_p, minimum=0, maximum=1
+    )
+    total = validation.check_int("total_steps", total_steps, minimum=1)
+    seed = validation.check_int("seed", seed, minimum=0)
     length = int(total * 1.01)
     if n <= 1 or freeze_p == 1:
         return np.zeros(length, np.int32)
@@ -200,7 +201,7 @@ def chunk_groups(
     Returns:
       ``groups_number`` tuples of leaf paths.
     """
-    n = _check_int("groups_number", groups_number, 1)
+    n = validation.check_int("groups_number", groups_number, minimum=1)
     if attached is None:
         attached = _default_attached
     chunks: list[list[Path]] = []
@@ -271,6 +272,7 @@ def split_parameters_groups(
     Returns:
       ``groups_number`` tuples of parameter paths (tuples of names).
     """
+    validation.check_int("groups_number", groups_number, minimum=1)
     if isinstance(params_or_model, (nn.Module, nnx.Module)):
         if sample_inputs is None:
             raise TypeError(
@@ -428,22 +430,55 @@ class Freezing:
     micro_steps: int = 1
 
     def __post_init__(self):
-        if not self.groups:
+        groups = validation.check_sequence(
+            "groups", self.groups, "a tuple of groups of leaf paths"
+        )
+        if not groups:
             raise ValueError("`groups` must not be empty.")
+        for k, group in enumerate(groups):
+            if not isinstance(group, (list, tuple)):
+                raise TypeError(
+                    "Each group of `groups` must be a tuple of leaf paths, "
+                    f"{validation.got(group)} for group {k}."
+                )
+        if isinstance(self.sequence, str) or not hasattr(
+            self.sequence, "__len__"
+        ):
+            raise TypeError(
+                "`sequence` must be a 1-D integer array (the depth of each "
+                f"step), {validation.got(self.sequence)}."
+            )
         sequence = np.asarray(self.sequence)
         if sequence.ndim != 1 or not len(sequence):
             raise ValueError("`sequence` must be a non-empty 1-D array.")
+        if not np.issubdtype(sequence.dtype, np.integer):
+            raise TypeError(
+                "`sequence` must hold integer depths, got an array of dtype "
+                f"{sequence.dtype}."
+            )
         if sequence.min() < 0 or sequence.max() >= len(self.groups):
             raise ValueError(
                 f"`sequence` holds depths outside [0, {len(self.groups)})."
             )
-        if self.group_optimizers is not None and len(
-            self.group_optimizers
-        ) != len(self.groups):
-            raise ValueError(
-                f"{len(self.group_optimizers)} group optimizers for "
-                f"{len(self.groups)} groups."
+        if self.group_optimizers is not None:
+            optimizers = validation.check_sequence(
+                "group_optimizers",
+                self.group_optimizers,
+                "None or a tuple of optax.GradientTransformation",
             )
+            for tx in optimizers:
+                validation.check_instance(
+                    "group_optimizers",
+                    tx,
+                    optax.GradientTransformation,
+                    "a tuple of optax.GradientTransformation",
+                )
+            if len(optimizers) != len(self.groups):
+                raise ValueError(
+                    f"{len(optimizers)} group optimizers for "
+                    f"{len(self.groups)} groups."
+                )
+        validation.check_int("micro_steps", self.micro_steps, minimum=1)
         object.__setattr__(self, "sequence", sequence.astype(np.int32))
 
     def depth(self, position: int) -> int:
@@ -505,7 +540,9 @@ def split_learning_rates(
     list longer than the strategy is not split (every group walks the whole
     list from its own step 0), as in MindSpore.
     """
-    rates = np.asarray(learning_rates, np.float32)
+    rates = np.asarray(
+        validation.check_numbers("learning_rate", learning_rates), np.float32
+    )
     strategy = np.asarray(strategy)
     if len(rates) > len(strategy):
         per_group = [rates] * groups

@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 
+from boostax._src import validation
 from boostax._src.centralization import path_names
 
 
@@ -75,15 +76,28 @@ def relabel(
 
 
 def fusion_buckets(
-    params: Any, split_points: Sequence[int] | None = None
+    params: Any,
+    split_points: Sequence[int] | None = None,
+    *,
+    argument: str = "split_points",
 ) -> Any:
     """MindSpore's communication-fusion bucket of each leaf (1, 2, ...).
 
     The bucket starts at 1 and increments at each leaf index in
     `split_points` (default: half the number of leaves). XLA fuses
     collectives by itself, so the buckets are informational: they say how
-    MindSpore would have split the all-reduce.
+    MindSpore would have split the all-reduce. `argument` names
+    `split_points` in messages.
     """
+    if split_points is not None:
+        if hasattr(split_points, "ndim") and hasattr(split_points, "tolist"):
+            split_points = split_points.tolist()  # an array of indices
+        split_points = [
+            validation.check_int(argument, point, minimum=0)
+            for point in validation.check_sequence(
+                argument, split_points, "a list or tuple of leaf indices"
+            )
+        ]
     leaves, treedef = jax.tree.flatten(params)
     if not leaves:
         raise ValueError("`params` has no leaves.")

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import less_bn_patterns, model_graph
+from boostax._src import less_bn_patterns, model_graph, validation
 
 FN_EPSILON = 1e-4
 
@@ -94,6 +94,13 @@ class FNHead(nn.Module):
     kernel_init: Any = nn.linear.default_kernel_init
     boostax_layer_kind = "fn_head"
 
+    def __post_init__(self):
+        validation.check_int("features", self.features, minimum=1)
+        validation.check_callable(
+            "kernel_init", self.kernel_init, "an initializer (a callable)"
+        )
+        super().__post_init__()
+
     @nn.compact
     def __call__(self, x):
         kernel = self.param(
@@ -122,13 +129,26 @@ class NNXFNHead(nnx.Module):
         kernel: jax.Array | None = None,
         rngs: nnx.Rngs | None = None,
     ):
+        in_features = validation.check_int(
+            "in_features", in_features, minimum=1
+        )
+        out_features = validation.check_int(
+            "out_features", out_features, minimum=1
+        )
         if kernel is None:
             if rngs is None:
                 raise ValueError("Pass `kernel=` or `rngs=` to NNXFNHead.")
+            validation.check_instance("rngs", rngs, nnx.Rngs, "an nnx.Rngs")
             kernel = nn.linear.default_kernel_init(
                 rngs.params(), (in_features, out_features)
             )
-        self.kernel = nnx.Param(jnp.asarray(kernel))
+        kernel = jnp.asarray(kernel)
+        if kernel.shape != (in_features, out_features):
+            raise ValueError(
+                "`kernel` must have the shape (in_features, out_features) = "
+                f"{(in_features, out_features)}, got {kernel.shape}."
+            )
+        self.kernel = nnx.Param(kernel)
         self.multiplier = nnx.Param(jnp.ones((1,), self.kernel.dtype))
 
     @classmethod
@@ -173,6 +193,11 @@ class RemovedBatchNorm:
     reason: str
     pattern: int
 
+    def __post_init__(self):
+        for name in ("path", "block", "reason"):
+            validation.check_str(name, getattr(self, name), allow_empty=True)
+        validation.check_int_in("pattern", self.pattern, 1, 16)
+
 
 @dataclasses.dataclass(frozen=True)
 class LessBNReport:
@@ -191,6 +216,22 @@ class LessBNReport:
     kept: tuple[str, ...]
     fn_head: str | None
     removed_parameters: int
+
+    def __post_init__(self):
+        for r in validation.check_sequence(
+            "removed", self.removed, "a tuple of RemovedBatchNorm"
+        ):
+            validation.check_instance(
+                "removed", r, RemovedBatchNorm, "a tuple of RemovedBatchNorm"
+            )
+        for path in validation.check_sequence(
+            "kept", self.kept, "a tuple of paths (strs)"
+        ):
+            validation.check_str("kept", path, allow_empty=True)
+        if self.fn_head is not None:
+            validation.check_str("fn_head", self.fn_head, allow_empty=True)
+        # Negative when an FN head replaces a bias-free layer (+1 multiplier).
+        validation.check_int("removed_parameters", self.removed_parameters)
 
     def __str__(self) -> str:
         lines = [
@@ -329,6 +370,22 @@ class LinenLessBN(nn.Module):
     removed: tuple[tuple[Any, ...], ...] = ()
     fn_head: tuple[Any, ...] | None = None
 
+    def __post_init__(self):
+        validation.check_instance(
+            "network", self.network, nn.Module, "a Flax Linen module"
+        )
+        for path in validation.check_sequence(
+            "removed", self.removed, "a tuple of module paths"
+        ):
+            validation.check_instance(
+                "removed", path, (tuple, list), "a tuple of module paths"
+            )
+        if self.fn_head is not None:
+            validation.check_instance(
+                "fn_head", self.fn_head, (tuple, list), "a module path or None"
+            )
+        super().__post_init__()
+
     def setup(self):
         nn.share_scope(self, self.network)
 
@@ -438,6 +495,7 @@ def _apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
 
 def plan(model, sample_inputs, *, fn_flag: bool = False) -> LessBNPlan:
     """The LessBN decisions for a Linen or NNX `model` (shapes only)."""
+    validation.check_bool("fn_flag", fn_flag)
     if isinstance(model, LinenLessBN):
         model = model.network
     if isinstance(model, nn.Module):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -33,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from boostax._src import validation
 from boostax._src.centralization import path_names
 
 
@@ -67,11 +67,7 @@ def _scale(tree: Any, factor: jax.Array) -> Any:
 
 
 def _check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"`{name}` must be a number, got {value!r}.")
-    if not value > 0 or not math.isfinite(value):
-        raise ValueError(f"`{name}` must be finite and > 0, got {value!r}.")
-    return float(value)
+    return validation.check_number(name, value, minimum=0, open_minimum=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +109,16 @@ class StaticLossScale:
         yield
 
 
+def _check_bounds(min_loss_scale, max_loss_scale) -> None:
+    low = _check_positive("min_loss_scale", min_loss_scale)
+    high = _check_positive("max_loss_scale", max_loss_scale)
+    if low > high:
+        raise ValueError(
+            "`min_loss_scale` must be <= `max_loss_scale`, got "
+            f"{min_loss_scale!r} > {max_loss_scale!r}."
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class DynamicLossScale(StaticLossScale):
     """A dynamic loss scale (MindSpore's ``DynamicLossScaleUpdateCell``).
@@ -137,21 +143,11 @@ class DynamicLossScale(StaticLossScale):
 
     def __post_init__(self):
         super().__post_init__()
-        for name in ("min_loss_scale", "max_loss_scale"):
-            _check_positive(name, getattr(self, name))
-        if _check_positive("scale_factor", self.scale_factor) <= 1:
-            raise ValueError(
-                f"`scale_factor` must be > 1, got {self.scale_factor!r}."
-            )
-        if (
-            isinstance(self.scale_window, bool)
-            or not isinstance(self.scale_window, int)
-            or self.scale_window < 1
-        ):
-            raise ValueError(
-                f"`scale_window` must be an int >= 1, got "
-                f"{self.scale_window!r}."
-            )
+        _check_bounds(self.min_loss_scale, self.max_loss_scale)
+        validation.check_number(
+            "scale_factor", self.scale_factor, minimum=1, open_minimum=True
+        )
+        validation.check_int("scale_window", self.scale_window, minimum=1)
         if not (
             self.min_loss_scale <= self.loss_scale_value <= self.max_loss_scale
         ):
@@ -225,17 +221,91 @@ def enhanced_amp(x: Any, layer1: int, layer2: int) -> Any:
       x: an array or pytree of arrays.
       layer1, layer2: indices into ``S``.
     """
+    for name, value in (("layer1", layer1), ("layer2", layer2)):
+        validation.check_int(name, value, minimum=0)
     scales = getattr(_CONTEXT, "scales", None)
     if scales is None:
         return x
     for name, value in (("layer1", layer1), ("layer2", layer2)):
-        if not isinstance(value, int) or not 0 <= value < scales.shape[0]:
+        if not 0 <= value < scales.shape[0]:
             raise ValueError(
                 f"`{name}` must be an int in [0, {scales.shape[0] - 1}] "
                 f"(there are {scales.shape[0] - 2} groups), got {value!r}."
             )
     ratio = scales[layer1] / scales[layer2]
     return _boundary(x, jax.lax.stop_gradient(ratio))
+
+
+def _is_group_index(label: Any) -> bool:
+    """An int, or a 0-d integer array (a label tree built with jnp)."""
+    if validation.is_int(label):
+        return True
+    dtype = getattr(label, "dtype", None)
+    return (
+        dtype is not None
+        and getattr(label, "ndim", None) == 0
+        and np.issubdtype(dtype, np.integer)
+    )
+
+
+def check_groups(name: str, groups: Any) -> int:
+    """Checks loss-scale groups (`GroupLossScale`'s); returns their number.
+
+    Args:
+      name: the argument's name, for messages.
+      groups: a non-empty list or tuple of groups, each a list or tuple of
+        parameter paths (``"/"``-joined strings or tuples of names); or a
+        label tree with an int group index (>= 0) per leaf.
+    """
+    if isinstance(groups, (list, tuple)):
+        if not groups:
+            raise ValueError(f"`{name}` must not be empty.")
+        for g, group in enumerate(groups):
+            if not isinstance(group, (list, tuple)):
+                raise TypeError(
+                    f"Each group of `{name}` must be a list or tuple of "
+                    f"parameter paths, {validation.got(group)} for group "
+                    f"{g}."
+                )
+            for path in group:
+                if not isinstance(path, (str, list, tuple)):
+                    raise TypeError(
+                        f"The parameter paths of `{name}` must be "
+                        "'/'-joined strs or tuples of names, "
+                        f"{validation.got(path)} in group {g}."
+                    )
+        return len(groups)
+    expected = (
+        f"`{name}` must be a list of groups (each a list of parameter "
+        "paths) or a label tree with an int group index >= 0 per leaf"
+    )
+    labels = jax.tree.leaves(groups)
+    if not labels or not all(_is_group_index(k) for k in labels):
+        raise TypeError(f"{expected}, {validation.got(groups)}.")
+    if min(labels) < 0:
+        raise ValueError(f"{expected}, got the index {min(labels)}.")
+    return int(max(labels)) + 1
+
+
+def check_init_loss_scale(init_loss_scale: Any, num_groups: int) -> None:
+    """Checks one initial scale, or one per group: finite numbers > 0."""
+    name = "init_loss_scale"
+    if isinstance(init_loss_scale, (list, tuple)) or hasattr(
+        init_loss_scale, "ndim"
+    ):
+        if getattr(init_loss_scale, "ndim", 1) == 0:  # a 0-d array
+            init_loss_scale = init_loss_scale.item()
+        else:
+            scales = validation.check_numbers(
+                name, init_loss_scale, minimum=0, open_minimum=True
+            )
+            if len(scales) not in (1, num_groups):
+                raise ValueError(
+                    f"`{name}` must be one number or one per group "
+                    f"({num_groups}), got {len(scales)}."
+                )
+            return
+    _check_positive(name, init_loss_scale)
 
 
 def _group_paths(groups) -> list[set[tuple[str, ...]]]:
@@ -281,13 +351,13 @@ class GroupLossScale:
         return int(max(jax.tree.leaves(self.groups))) + 1
 
     def __post_init__(self):
-        if isinstance(self.groups, (list, tuple)) and not self.groups:
-            raise ValueError("`loss_scale_groups` must not be empty.")
-        scales = np.broadcast_to(
-            np.asarray(self.init_loss_scale, np.float64), (self.num_groups,)
+        count = check_groups("groups", self.groups)
+        check_init_loss_scale(self.init_loss_scale, count)
+        validation.check_number(
+            "backoff", self.backoff, minimum=0, maximum=1, open_minimum=True
         )
-        for value in scales:
-            _check_positive("init_loss_scale", float(value))
+        validation.check_number("growth", self.growth, minimum=1)
+        _check_bounds(self.min_loss_scale, self.max_loss_scale)
 
     def init(self) -> LossScaleState:
         scales = np.broadcast_to(

@@ -16,23 +16,38 @@ predict in evaluation mode. Three are provided:
 - `NNXObjective`: a Flax NNX module, via ``nnx.split`` / ``nnx.merge``.
 - `FunctionObjective`: a plain ``loss_fn(params, batch)``.
 
-Model objectives take batches as ``(inputs, targets)`` pairs and a loss
-``loss(outputs, targets) -> scalar`` (or ``(scalar, metrics)`` with
-``has_aux=True``).
+Model objectives take batches as ``(inputs, targets)`` pairs, or dicts with
+`batch_keys` naming the two entries, and a loss ``loss(outputs, targets) ->
+scalar`` (or ``(scalar, metrics)`` with ``has_aux=True``).
+
+Collectives over named axes. A model may average over a named axis itself:
+``BatchNorm(axis_name="batch")`` (synchronised BatchNorm) in the Flax
+examples. In the step, an axis name that is bound where the step runs (the
+axis of a mesh the step runs on, or of the user's own ``shard_map``) is kept;
+one that is not is mapped to the step's data-parallel axes (every device of
+its mesh), or to no axis on a single device, where the statistics are the
+local ones. This applies to every module with an ``axis_name`` attribute
+(Linen and NNX), so a model written for ``pmap`` trains unchanged at every
+level, with or without a mesh.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import flax.core
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
 from flax import nnx
+
+from boostax._src import validation
 
 PyTree = Any
 LossAux = tuple[PyTree, dict[str, jax.Array]]
@@ -56,7 +71,33 @@ class Objective(Protocol):
         """The model's outputs in evaluation mode."""
 
 
-def inputs_and_targets(batch) -> tuple[Any, Any]:
+def inputs_and_targets(batch, batch_keys=None) -> tuple[Any, Any]:
+    """``(inputs, targets)`` of a model batch.
+
+    Args:
+      batch: an ``(inputs, targets)`` pair, or with `batch_keys` a mapping.
+      batch_keys: ``(inputs key, targets key)`` of a mapping batch.
+    """
+    if batch_keys is not None:
+        if not isinstance(batch, Mapping):
+            raise TypeError(
+                f"With `batch_keys={tuple(batch_keys)!r}`, batches must be "
+                f"dicts holding those keys, got {type(batch).__name__}."
+            )
+        missing = [k for k in batch_keys if k not in batch]
+        if missing:
+            raise KeyError(
+                f"The batch has no {missing[0]!r} entry (`batch_keys` is "
+                f"{tuple(batch_keys)!r}); its keys are {list(batch)}."
+            )
+        return batch[batch_keys[0]], batch[batch_keys[1]]
+    if isinstance(batch, Mapping):
+        raise TypeError(
+            "A model objective takes batches as (inputs, targets) pairs, got "
+            f"a dict with keys {list(batch)}: pass `batch_keys=(inputs key, "
+            "targets key)`, e.g. `batch_keys=('image', 'label')`, to "
+            "auto_boost or make_train_step."
+        )
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(
             "A model objective takes batches as (inputs, targets) pairs, got "
@@ -66,9 +107,143 @@ def inputs_and_targets(batch) -> tuple[Any, Any]:
                 if isinstance(batch, (tuple, list))
                 else ""
             )
-            + ". Use `loss_fn=` for other batch structures."
+            + " (dict batches need `batch_keys=`)."
         )
     return batch[0], batch[1]
+
+
+def check_batch_keys(batch_keys) -> tuple[str, str] | None:
+    """Validates `batch_keys`: ``None`` or two distinct dict keys."""
+    if batch_keys is None:
+        return None
+    if (
+        isinstance(batch_keys, (str, bytes))
+        or not isinstance(batch_keys, Sequence)
+        or len(batch_keys) != 2
+        or batch_keys[0] == batch_keys[1]
+    ):
+        raise TypeError(
+            "`batch_keys` must be None or a pair of distinct keys "
+            "(inputs key, targets key), e.g. ('image', 'label'), got "
+            f"{type(batch_keys).__name__} ({batch_keys!r})."
+        )
+    return tuple(batch_keys)
+
+
+def _check_kwargs(name: str, value) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) for k in value
+    ):
+        raise TypeError(
+            f"`{name}` must be None or a dict of keyword arguments of the "
+            f"model's call, got {type(value).__name__} ({value!r})."
+        )
+    return dict(value)
+
+
+def _check_rng_collections(value) -> tuple[str, ...]:
+    if (
+        isinstance(value, (str, bytes))
+        or not isinstance(value, Sequence)
+        or not all(isinstance(v, str) for v in value)
+        or len(set(value)) != len(value)
+    ):
+        raise TypeError(
+            "`rng_collections` must be a sequence of distinct RNG stream "
+            "names (e.g. ('dropout', 'noise')), got "
+            f"{type(value).__name__} ({value!r})."
+        )
+    return tuple(value)
+
+
+# ---------------------------------------------------------------------------
+# Collectives over named axes.
+# ---------------------------------------------------------------------------
+
+# The data-parallel axes of the step being traced (empty: one device).
+_DATA_AXES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "boostax_data_axes", default=()
+)
+
+
+@contextlib.contextmanager
+def data_axes(axes: Sequence[str]):
+    """Within it, unbound model axis names map to `axes` (see module doc)."""
+    token = _DATA_AXES.set(tuple(axes))
+    try:
+        yield
+    finally:
+        _DATA_AXES.reset(token)
+
+
+def _is_bound(name) -> bool:
+    try:
+        jax.lax.axis_size(name)
+    except NameError:
+        return False
+    return True
+
+
+def map_axis_name(name):
+    """The axes a model's collective over `name` runs over in the step.
+
+    Names bound where the step runs are kept; the others become the step's
+    data-parallel axes (`data_axes`; none on one device, where a mean over
+    no axis is the value itself).
+
+    Args:
+      name: a module's ``axis_name``: ``None``, a name or a tuple of names.
+
+    Returns:
+      `name` unchanged when every name is bound, else a tuple of axes.
+    """
+    if name is None:
+        return None
+    names = (name,) if isinstance(name, str) else tuple(name)
+    mapped: list[str] = []
+    for n in names:
+        for axis in (n,) if _is_bound(n) else _DATA_AXES.get():
+            if axis not in mapped:
+                mapped.append(axis)
+    return name if mapped == list(names) else tuple(mapped)
+
+
+def _has_axis_name(module) -> bool:
+    name = getattr(module, "axis_name", None)
+    return isinstance(name, (str, tuple, list))
+
+
+@contextlib.contextmanager
+def _linen_axis_names():
+    """Maps the ``axis_name`` of every Linen module called within it."""
+
+    def intercept(next_fun, args, kwargs, context):
+        module = context.module
+        if not _has_axis_name(module):
+            return next_fun(*args, **kwargs)
+        name = module.axis_name
+        mapped = map_axis_name(name)
+        if mapped == name:
+            return next_fun(*args, **kwargs)
+        # The module instance lives for this trace only (Linen rebuilds
+        # submodules on every apply); its attribute is restored anyway.
+        object.__setattr__(module, "axis_name", mapped)
+        try:
+            return next_fun(*args, **kwargs)
+        finally:
+            object.__setattr__(module, "axis_name", name)
+
+    with nn.intercept_methods(intercept):
+        yield
+
+
+def _map_nnx_axis_names(module: nnx.Module) -> None:
+    """Maps the ``axis_name`` of every submodule of a merged NNX copy."""
+    for _, sub in nnx.iter_modules(module):
+        if _has_axis_name(sub):
+            sub.axis_name = map_axis_name(sub.axis_name)
 
 
 def _leading_sizes(name: str, tree) -> list[tuple[str, int]]:
@@ -109,10 +284,38 @@ def check_batch_sizes(batch) -> None:
 
 
 def _call_loss(loss, has_aux, outputs, targets):
+    return _loss_result(loss(outputs, targets), has_aux, "loss")
+
+
+def _loss_result(result, has_aux: bool, name: str):
+    """``(scalar, metrics)`` from a loss's result, checked at trace time."""
     if has_aux:
-        value, metrics = loss(outputs, targets)
-        return value, dict(metrics)
-    return loss(outputs, targets), {}
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise TypeError(
+                f"With `has_aux=True`, `{name}` must return (scalar loss, "
+                f"dict of metrics), got {type(result).__name__}."
+            )
+        value, metrics = result
+        if not isinstance(metrics, Mapping):
+            raise TypeError(
+                f"With `has_aux=True`, `{name}` must return (scalar loss, "
+                f"dict of metrics); its metrics are a "
+                f"{type(metrics).__name__}."
+            )
+        metrics = dict(metrics)
+    else:
+        value, metrics = result, {}
+        if isinstance(result, (tuple, list)):
+            raise TypeError(
+                f"`{name}` returned a {type(result).__name__}: a loss that "
+                "also returns metrics needs `has_aux=True`."
+            )
+    if jnp.ndim(value) != 0:
+        raise TypeError(
+            f"`{name}` must return a scalar loss (e.g. a mean over the "
+            f"batch), got shape {jnp.shape(value)}."
+        )
+    return value, metrics
 
 
 def accepts_train(module: nn.Module) -> bool:
@@ -150,9 +353,12 @@ class LinenObjective:
       eval_kwargs: the same in evaluation; default ``{"train": False}`` or
         ``{}``.
       rng_collections: names of the RNG streams the module draws from in
-        training (each gets a key derived from the step's key).
+        training (``make_rng(name)``); stream ``i`` gets
+        ``fold_in(step key, i)``.
       convert_variables: applied to the variables given to `split` (e.g.
         LessBN's conversion of the original model's variables).
+      batch_keys: ``(inputs key, targets key)`` for dict batches; ``None``:
+        ``(inputs, targets)`` pairs.
     """
 
     module: nn.Module
@@ -162,8 +368,21 @@ class LinenObjective:
     eval_kwargs: Mapping[str, Any] | None = None
     rng_collections: tuple[str, ...] = ("dropout",)
     convert_variables: Callable[[Any], Any] | None = None
+    batch_keys: tuple[str, str] | None = None
 
     def __post_init__(self):
+        object.__setattr__(
+            self,
+            "rng_collections",
+            _check_rng_collections(self.rng_collections),
+        )
+        object.__setattr__(
+            self, "batch_keys", check_batch_keys(self.batch_keys)
+        )
+        for name in ("train_kwargs", "eval_kwargs"):
+            object.__setattr__(
+                self, name, _check_kwargs(name, getattr(self, name))
+            )
         takes_train = accepts_train(self.module)
         if self.train_kwargs is None:
             object.__setattr__(
@@ -190,34 +409,39 @@ class LinenObjective:
     def merge(self, params, model_state):
         return {"params": params, **model_state}
 
+    def check_batch(self, batch) -> None:
+        check_batch_sizes(inputs_and_targets(batch, self.batch_keys))
+
     def loss_fn(self, params, model_state, batch, rng):
-        inputs, targets = inputs_and_targets(batch)
+        inputs, targets = inputs_and_targets(batch, self.batch_keys)
         rngs = {
             name: jax.random.fold_in(rng, i)
             for i, name in enumerate(self.rng_collections)
         }
         variables = self.merge(params, model_state)
-        if model_state:
-            outputs, new_state = self.module.apply(
-                variables,
-                inputs,
-                rngs=rngs,
-                mutable=list(model_state),
-                **self.train_kwargs,
-            )
-            new_state = flax.core.unfreeze(new_state)
-        else:
-            outputs = self.module.apply(
-                variables, inputs, rngs=rngs, **self.train_kwargs
-            )
-            new_state = model_state
+        with _linen_axis_names():
+            if model_state:
+                outputs, new_state = self.module.apply(
+                    variables,
+                    inputs,
+                    rngs=rngs,
+                    mutable=list(model_state),
+                    **self.train_kwargs,
+                )
+                new_state = flax.core.unfreeze(new_state)
+            else:
+                outputs = self.module.apply(
+                    variables, inputs, rngs=rngs, **self.train_kwargs
+                )
+                new_state = model_state
         value, metrics = _call_loss(self.loss, self.has_aux, outputs, targets)
         return value, (new_state, metrics)
 
     def predict(self, params, model_state, inputs):
-        return self.module.apply(
-            self.merge(params, model_state), inputs, **self.eval_kwargs
-        )
+        with _linen_axis_names():
+            return self.module.apply(
+                self.merge(params, model_state), inputs, **self.eval_kwargs
+            )
 
 
 class NNXObjective:
@@ -237,6 +461,10 @@ class NNXObjective:
       has_aux: whether `loss` also returns a dict of metrics.
       convert_variables: applied to a module given to `split` (e.g. LessBN
         applied to the original model).
+      train_kwargs: keyword arguments of the module's call in training.
+      eval_kwargs: the same in evaluation.
+      batch_keys: ``(inputs key, targets key)`` for dict batches; ``None``:
+        ``(inputs, targets)`` pairs.
     """
 
     def __init__(
@@ -246,11 +474,17 @@ class NNXObjective:
         *,
         has_aux=False,
         convert_variables: Callable[[Any], Any] | None = None,
+        train_kwargs: Mapping[str, Any] | None = None,
+        eval_kwargs: Mapping[str, Any] | None = None,
+        batch_keys: tuple[str, str] | None = None,
     ):
         self.module = module
         self.loss = loss
         self.has_aux = has_aux
         self.convert_variables = convert_variables
+        self.train_kwargs = _check_kwargs("train_kwargs", train_kwargs) or {}
+        self.eval_kwargs = _check_kwargs("eval_kwargs", eval_kwargs) or {}
+        self.batch_keys = check_batch_keys(batch_keys)
         self.graphdef = nnx.graphdef(module)
 
     def split(self, variables=None):
@@ -271,12 +505,16 @@ class NNXObjective:
         # inside a trace other than the one that created the states.
         return nnx.merge(self.graphdef, params, model_state, copy=True)
 
+    def check_batch(self, batch) -> None:
+        check_batch_sizes(inputs_and_targets(batch, self.batch_keys))
+
     def loss_fn(self, params, model_state, batch, rng):
         del rng  # NNX modules carry their own RNG streams in model_state.
-        inputs, targets = inputs_and_targets(batch)
+        inputs, targets = inputs_and_targets(batch, self.batch_keys)
         module = self.merge(params, model_state)
         module.train()
-        outputs = module(inputs)
+        _map_nnx_axis_names(module)
+        outputs = module(inputs, **self.train_kwargs)
         _, _, new_state = nnx.split(module, nnx.Param, ...)
         value, metrics = _call_loss(self.loss, self.has_aux, outputs, targets)
         return value, (new_state, metrics)
@@ -284,7 +522,8 @@ class NNXObjective:
     def predict(self, params, model_state, inputs):
         module = self.merge(params, model_state)
         module.eval()
-        return module(inputs)
+        _map_nnx_axis_names(module)
+        return module(inputs, **self.eval_kwargs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,10 +551,10 @@ class FunctionObjective:
 
     def loss_fn(self, params, model_state, batch, rng):
         del rng
-        if self.has_aux:
-            value, metrics = self.loss(params, batch)
-            return value, (model_state, dict(metrics))
-        return self.loss(params, batch), (model_state, {})
+        value, metrics = _loss_result(
+            self.loss(params, batch), self.has_aux, "loss_fn"
+        )
+        return value, (model_state, metrics)
 
     def predict(self, params, model_state, inputs):
         del model_state
@@ -335,33 +574,59 @@ def make_objective(
     has_aux: bool = False,
     predict_fn: Callable[..., Any] | None = None,
     convert_variables: Callable[[Any], Any] | None = None,
+    batch_keys: tuple[str, str] | None = None,
+    rng_collections: Sequence[str] | None = None,
+    train_kwargs: Mapping[str, Any] | None = None,
+    eval_kwargs: Mapping[str, Any] | None = None,
 ) -> Objective:
     """Builds the objective for a Linen or NNX `model` + `loss`, or `loss_fn`.
 
     Args:
       model: a Flax Linen or NNX module (with `loss`).
       loss: ``loss(outputs, targets)`` for `model`; batches are
-        ``(inputs, targets)`` pairs.
+        ``(inputs, targets)`` pairs (or dicts, with `batch_keys`).
       loss_fn: instead of `model` and `loss`: ``loss_fn(params, batch)``.
       has_aux: whether the loss also returns a dict of metrics.
       predict_fn: with `loss_fn`, ``predict_fn(params, inputs)`` for
         evaluation.
       convert_variables: with `model`, applied to the variables given to
         ``split`` (`LinenObjective`, `NNXObjective`).
+      batch_keys: with `model`, ``(inputs key, targets key)`` of dict
+        batches.
+      rng_collections: with a Linen `model`, the RNG streams it draws from
+        in training (default ``("dropout",)``).
+      train_kwargs, eval_kwargs: with `model`, keyword arguments of its call
+        in training / evaluation (Linen default: ``train=True`` / ``False``
+        when its ``__call__`` takes ``train``).
 
     Returns:
       A `LinenObjective`, `NNXObjective` or `FunctionObjective`.
     """
+    validation.check_bool("has_aux", has_aux)
     if (model is None) == (loss_fn is None):
         raise ValueError(
             "Pass either `model=` (with `loss=`) or `loss_fn=`, got "
             + ("both." if model is not None else "neither.")
         )
+    model_options = dict(
+        batch_keys=batch_keys,
+        rng_collections=rng_collections,
+        train_kwargs=train_kwargs,
+        eval_kwargs=eval_kwargs,
+    )
     if loss_fn is not None:
         if loss is not None:
             raise ValueError("`loss=` goes with `model=`; got `loss_fn=`.")
-        if not callable(loss_fn):
-            raise TypeError(f"`loss_fn` must be callable, got {loss_fn!r}.")
+        given = [k for k, v in model_options.items() if v is not None]
+        if given:
+            raise ValueError(
+                f"`{given[0]}=` configures how a `model` is called; a plain "
+                "`loss_fn(params, batch)` receives the whole batch and calls "
+                "its model itself."
+            )
+        validation.check_callable("loss_fn", loss_fn, "a callable")
+        if predict_fn is not None:
+            validation.check_callable("predict_fn", predict_fn, "a callable")
         return FunctionObjective(loss_fn, has_aux, predict_fn)
     if not callable(loss):
         raise TypeError(
@@ -371,11 +636,32 @@ def make_objective(
         raise ValueError("`predict_fn=` goes with `loss_fn=`, not `model=`.")
     if isinstance(model, nn.Module):
         return LinenObjective(
-            model, loss, has_aux, convert_variables=convert_variables
+            model,
+            loss,
+            has_aux,
+            train_kwargs=train_kwargs,
+            eval_kwargs=eval_kwargs,
+            rng_collections=(
+                ("dropout",) if rng_collections is None else rng_collections
+            ),
+            convert_variables=convert_variables,
+            batch_keys=batch_keys,
         )
     if isinstance(model, nnx.Module):
+        if rng_collections is not None:
+            raise ValueError(
+                "`rng_collections=` names the RNG streams of a Linen model; "
+                "an NNX module carries its own (nnx.Rngs), which the step "
+                "advances in the model state."
+            )
         return NNXObjective(
-            model, loss, has_aux=has_aux, convert_variables=convert_variables
+            model,
+            loss,
+            has_aux=has_aux,
+            convert_variables=convert_variables,
+            train_kwargs=train_kwargs,
+            eval_kwargs=eval_kwargs,
+            batch_keys=batch_keys,
         )
     raise TypeError(
         "`model` must be a Flax Linen or NNX module, got "

@@ -18,6 +18,8 @@ from typing import Any
 
 import jax
 
+from boostax._src import validation
+
 
 def interleaved_timings(
     runs: Mapping[str, Callable[[], Any]],
@@ -49,11 +51,16 @@ def interleaved_timings(
       >>> [len(v) for v in times.values()]
       [3, 3]
     """
-    if repetitions < 1 or steps < 1:
-        raise ValueError(
-            "`repetitions` and `steps` must be >= 1, got "
-            f"{repetitions} and {steps}."
+    validation.check_instance(
+        "runs", runs, Mapping, "a mapping {name: run} of callables"
+    )
+    for name, run in runs.items():
+        validation.check_callable(
+            "runs", run, f"a mapping of callables (runs[{name!r}] is not one)"
         )
+    repetitions = validation.check_int("repetitions", repetitions, minimum=1)
+    steps = validation.check_int("steps", steps, minimum=1)
+    warmup = validation.check_bool("warmup", warmup)
     names = list(runs)
     samples: dict[str, list[float]] = {name: [] for name in names}
     if warmup:
@@ -77,6 +84,15 @@ def paired_ratio(
       >>> boostax.paired_ratio([1.0, 2.2, 3.0], [1.0, 2.0, 2.0])
       1.1
     """
+    numerator = validation.check_numbers("numerator", numerator, minimum=0)
+    denominator = validation.check_numbers(
+        "denominator", denominator, minimum=0, open_minimum=True
+    )
+    if len(numerator) != len(denominator):
+        raise ValueError(
+            "`numerator` and `denominator` must have one value per "
+            f"repetition each, got {len(numerator)} and {len(denominator)}."
+        )
     return statistics.median(
         n / d for n, d in zip(numerator, denominator, strict=True)
     )

@@ -39,7 +39,7 @@ from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
-from boostax._src import user_warnings
+from boostax._src import step_checks, user_warnings, validation
 
 PyTree = Any
 
@@ -81,7 +81,10 @@ class TrainState(flax.struct.PyTreeNode):
     field.
 
     Attributes:
-      step: number of steps taken, ``int32`` scalar.
+      step: number of train steps taken (calls of the step), ``int32``
+        scalar; with gradient accumulation over k micro-steps these are
+        micro-steps, and ``step // k`` is the update (the optimizer's own
+        count, and its schedules, count updates).
       params: the trainable parameters.
       opt_state: the optimizer's state.
       model_state: non-trainable model variables (BatchNorm statistics,
@@ -146,6 +149,12 @@ class TrainStep:
     Skipped steps. With loss scaling, or `skip_nonfinite` without it, a step
     whose gradients are not finite is skipped: params, optimizer state and
     model state stay bit for bit as they were (``metrics["overflow"]``).
+    With gradient accumulation (`boostax.gradient_accumulation` as the
+    optimizer), a skipped micro-step still counts as one of its update's k
+    and that update is dropped: train step ``i`` is always micro-step
+    ``i mod k`` of update ``i // k``, every update averages k finite
+    micro-gradients, and with freezing all of them train the same depth;
+    only the accumulation's counters move on a skipped micro-step.
     After `max_consecutive_skips` skipped steps in a row (a NaN in the
     data, a dynamic loss scale stuck at its minimum) the call warns with a
     ``RuntimeWarning``, or raises ``FloatingPointError`` with
@@ -218,6 +227,8 @@ class TrainStep:
     ):
         check_optimizer(optimizer)
         loss_scale_lib.check_loss_scale(loss_scale)
+        validation.check_bool("donate_state", donate_state)
+        validation.check_optional_bool("background_compile", background_compile)
         check_skip_options(
             skip_nonfinite, max_consecutive_skips, raise_on_skips
         )
@@ -253,12 +264,17 @@ class TrainStep:
         # compilation, which releases it, runs in parallel.
         self._trace_lock = threading.Lock()
         self._count_lock = threading.Lock()
-        self._last: tuple[weakref.ref, int] | None = None
+        # The state this step last returned (or `init` built), and its
+        # freeze position: such a state needs no check and no device read.
+        self._last: tuple[weakref.ref, int | None] | None = None
+        self._prepared = False
+        # Tree structures of the fields of the state `init` built.
+        self._template: dict[str, Any] | None = None
         self._predict = jax.jit(objective.predict)
         self.background_compile = (
             BACKGROUND_COMPILE
             if background_compile is None
-            else bool(background_compile)
+            else background_compile
         )
         self.compile_seconds: dict[int | None, float] = {}
         self.compile_wait_seconds = 0.0
@@ -279,35 +295,89 @@ class TrainStep:
           A `TrainState` at step 0.
         """
         params, model_state = self.objective.split(variables)
+        self._prepare(params)
+        state = TrainState(
+            step=jnp.zeros([], jnp.int32),
+            params=params,
+            opt_state=self._init_opt_state(params),
+            model_state=model_state,
+            rng=step_checks.check_rng(rng),
+            algorithms=self._init_algorithms(),
+        )
+        self._template = {
+            name: jax.tree.structure(getattr(state, name))
+            for name in ("params", "model_state")
+        }
+        if self.data_parallel is not None:
+            state = self.data_parallel.place_state(state)
+        self._last = (weakref.ref(state), 0 if self.freezing else None)
+        return state
+
+    def _prepare(self, params) -> None:
+        """Builds, once, what depends on the parameters: the data-parallel
+        optimizer (AdaSum added where the plan needs it), the freezing plan
+        and the loss-scale groups."""
+        if self._prepared:
+            return
         if self.data_parallel is not None:
             self.optimizer = self.data_parallel.optimizer(
                 self.optimizer, params
             )
+        if isinstance(self.loss_scale, loss_scale_lib.GroupLossScale):
+            self.loss_scale.labels(params)  # validate the groups now
+        if self._freezing_for is not None and self.freezing is None:
+            self.freezing = self._freezing_for(params)
+        if self.freezing is not None:
+            step_checks.check_freezing_accumulation(
+                self.freezing,
+                self.optimizer,
+                jax.eval_shape(self._init_opt_state, params),
+            )
+        self._prepared = True
+
+    def _init_opt_state(self, params):
+        if self.freezing is not None:
+            return self.freezing.init_opt_state(self.optimizer, params)
+        return self.optimizer.init(params)
+
+    def _init_algorithms(self) -> AlgorithmStates:
         algorithms = AlgorithmStates()
         if self.loss_scale is not None:
-            if isinstance(self.loss_scale, loss_scale_lib.GroupLossScale):
-                self.loss_scale.labels(params)  # validate the groups now
             algorithms = algorithms._replace(loss_scale=self.loss_scale.init())
-        if self._freezing_for is not None:
-            if self.freezing is None:
-                self.freezing = self._freezing_for(params)
-            opt_state = self.freezing.init_opt_state(self.optimizer, params)
+        if self.freezing is not None:
             algorithms = algorithms._replace(
                 freeze=freezing_lib.FreezeState(jnp.zeros([], jnp.int32))
             )
-        else:
-            opt_state = self.optimizer.init(params)
-        state = TrainState(
-            step=jnp.zeros([], jnp.int32),
-            params=params,
-            opt_state=opt_state,
-            model_state=model_state,
-            rng=jax.random.PRNGKey(0) if rng is None else rng,
-            algorithms=algorithms,
-        )
-        if self.data_parallel is not None:
-            state = self.data_parallel.place_state(state)
-        return state
+        return algorithms
+
+    def check_state(self, state: Any) -> None:
+        """Raises if `state` is not a state of this step.
+
+        A state built by another level, optimizer, loss-scale setting or
+        model (or the variables dict before `init`) would otherwise fail
+        deep inside the step. Called by the step on every state it did not
+        just return (the first call, a restored checkpoint), so it costs
+        nothing in a training loop.
+
+        Raises:
+          TypeError: `state` is not a `TrainState`.
+          ValueError: a slot of `state` differs from what this step's `init`
+            builds; the message names the slot, what was expected there
+            and what was given.
+        """
+        if not isinstance(state, TrainState):
+            raise TypeError(step_checks.not_a_state_message(state))
+        self._prepare(state.params)
+        expected = {
+            "opt_state": jax.eval_shape(self._init_opt_state, state.params),
+            "algorithms.loss_scale": jax.eval_shape(
+                lambda: self._init_algorithms().loss_scale
+            ),
+            "algorithms.freeze": jax.eval_shape(
+                lambda: self._init_algorithms().freeze
+            ),
+        }
+        step_checks.check_slots(state, expected, self._template)
 
     def _split(self, params, depth):
         """``(mask, trainable, frozen)`` of freeze `depth` (None: no mask)."""
@@ -334,7 +404,10 @@ class TrainStep:
         def loss_fn(params):
             if frozen is not None:
                 params = freezing_lib.merge_trees(params, frozen)
-            with scaler.context(scale_state) if scaler else _no_context():
+            with (
+                scaler.context(scale_state) if scaler else _no_context(),
+                objectives_lib.data_axes(dp.axes if dp else ()),
+            ):
                 value, (model_state, metrics) = self.objective.loss_fn(
                     params, state.model_state, batch, rng
                 )
@@ -346,6 +419,7 @@ class TrainStep:
         (_, (loss, model_state, metrics)), grads = jax.value_and_grad(
             loss_fn, has_aux=True
         )(trainable)
+        _check_metric_names(metrics)
         if dp is not None:
             grads = dp.reduce_gradients(grads)
             loss, model_state, metrics = dp.mean((loss, model_state, metrics))
@@ -380,7 +454,7 @@ class TrainStep:
 
         extra = dict(value=loss, grad=grads, value_fn=value_fn)
 
-        def apply(_):
+        def apply(extra):
             if mask is None:
                 updates, opt_state = _update(
                     self.optimizer, grads, state.opt_state, trainable, extra
@@ -404,16 +478,30 @@ class TrainStep:
             )
             return params, opt_state, model_state
 
+        def keep():
+            return state.params, state.opt_state, state.model_state
+
         if finite is None:
-            params, opt_state, model_state = apply(None)
+            params, opt_state, model_state = apply(extra)
+        elif isinstance(
+            self._own_state(state.opt_state, depth),
+            accumulation_lib.GradientAccumulationState,
+        ):
+            # The accumulation counts a skipped micro-step (its cycle then
+            # makes no update), so train step i stays micro-step i mod k of
+            # update i // k: the freeze sequence's depth of every micro-step
+            # of an update is the same. Only params and model state are kept.
+            params, opt_state, model_state = apply(
+                {**extra, "skipped": ~finite}
+            )
+            (params, _, model_state) = jax.lax.cond(
+                finite, lambda: (params, opt_state, model_state), keep
+            )
         else:
             # An overflowing step leaves params, optimizer state and model
             # state exactly as they were; only the optimizer sits in the cond.
             params, opt_state, model_state = jax.lax.cond(
-                finite,
-                apply,
-                lambda _: (state.params, state.opt_state, state.model_state),
-                None,
+                finite, lambda: apply(extra), keep
             )
         metrics = {
             **metrics,
@@ -467,23 +555,24 @@ class TrainStep:
             return self._last[1]
         return int(state.algorithms.freeze.position)
 
+    def _is_own(self, state) -> bool:
+        """Whether `state` is the one this step last returned (or built)."""
+        return self._last is not None and self._last[0]() is state
+
     def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict]:
         """Runs one step: returns the new state and the step's metrics."""
+        if not self._is_own(state):
+            self.check_state(state)
         if isinstance(self.objective, _MODEL_OBJECTIVES):
-            objectives_lib.check_batch_sizes(batch)  # shapes only: cheap
+            self.objective.check_batch(batch)  # shapes only: cheap
+        self._check_skips()
+        batch = self._batch(batch)
         if self.freezing is None:
-            if self._freezing_for is not None:
-                raise ValueError(
-                    "Gradient freezing builds its groups in `init`: create "
-                    "the state with this step's `init` first."
-                )
-            self._check_skips()
-            new_state, metrics = self._call(None, state, self._batch(batch))
+            new_state, metrics = self._call(None, state, batch)
+            self._last = (weakref.ref(new_state), None)
             self._record_skip(metrics)
             return new_state, metrics
-        self._check_skips()
         position = self._position(state)
-        batch = self._batch(batch)
         if self.background_compile and self._compiler is None:
             self._compile_ahead(
                 self._depths_by_first_use(position), state, batch
@@ -614,6 +703,8 @@ class TrainStep:
           ``{depth: compiled executable}`` (the key ``None`` without
           freezing); later calls use them.
         """
+        if not self._is_own(state):
+            self.check_state(state)
         batch = self._batch(batch)
         if self.freezing is None:
             keys = [None]
@@ -639,6 +730,8 @@ class TrainStep:
         self, state: TrainState, batch, depth: int | None = None
     ) -> jax.stages.Lowered:
         """Lowers the step (of freeze `depth`) for `state` and `batch`."""
+        if not self._is_own(state):
+            self.check_state(state)
         if depth is None and self._freezing_for is not None:
             depth = 0
         return self._jitted(depth).lower(state, self._batch(batch))
@@ -652,25 +745,42 @@ class TrainStep:
         return self.objective.merge(state.params, state.model_state)
 
 
+# The metrics a step reports itself; a loss's own metrics may not reuse them.
+STEP_METRICS = (
+    "loss",
+    "overflow",
+    "loss_scale",
+    "frozen_groups",
+    "updated",
+    "adasum_cosine",
+    "dim_reduce_step_size",
+    "dim_reduce_trials",
+)
+
+
+def _check_metric_names(metrics) -> None:
+    clash = sorted(set(metrics) & set(STEP_METRICS))
+    if clash:
+        raise ValueError(
+            f"The loss's metrics (`has_aux=True`) use the name(s) {clash}, "
+            "which the step reports itself (one would silently replace the "
+            "other): rename them, e.g. 'train_loss'. Reserved: "
+            f"{list(STEP_METRICS)}."
+        )
+
+
 def check_skip_options(
     skip_nonfinite, max_consecutive_skips, raise_on_skips
 ) -> None:
     """Validates the skipped-step options of a `TrainStep`."""
-    for name, value in (
-        ("skip_nonfinite", skip_nonfinite),
-        ("raise_on_skips", raise_on_skips),
-    ):
-        if not isinstance(value, bool):
-            raise TypeError(f"`{name}` must be a bool, got {value!r}.")
-    if max_consecutive_skips is not None and (
-        isinstance(max_consecutive_skips, bool)
-        or not isinstance(max_consecutive_skips, int)
-        or max_consecutive_skips < 1
-    ):
-        raise ValueError(
-            "`max_consecutive_skips` must be an int >= 1 or None (never "
-            f"warn), got {max_consecutive_skips!r}."
-        )
+    validation.check_bool("skip_nonfinite", skip_nonfinite)
+    validation.check_bool("raise_on_skips", raise_on_skips)
+    validation.check_optional_int(
+        "max_consecutive_skips",
+        max_consecutive_skips,
+        minimum=1,
+        none_means="never warn",
+    )
 
 
 def optimizer_metrics(opt_state, finite=None) -> dict[str, jax.Array]:
@@ -779,6 +889,10 @@ def make_train_step(
     skip_nonfinite: bool = False,
     max_consecutive_skips: int | None = 100,
     raise_on_skips: bool = False,
+    batch_keys: tuple[str, str] | None = None,
+    rng_collections: Any = None,
+    train_kwargs: Any = None,
+    eval_kwargs: Any = None,
 ) -> TrainStep:
     """Builds a jitted train step from a model or loss and an optimizer.
 
@@ -802,6 +916,12 @@ def make_train_step(
       max_consecutive_skips: after this many skipped steps in a row, warn
         (``RuntimeWarning``); ``None``: never.
       raise_on_skips: raise ``FloatingPointError`` instead of warning.
+      batch_keys: with `model`, ``(inputs key, targets key)`` of dict
+        batches (e.g. ``("image", "label")``).
+      rng_collections: with a Linen `model`, the RNG streams it draws from
+        in training; default ``("dropout",)``.
+      train_kwargs, eval_kwargs: with `model`, keyword arguments of its call
+        in training and in `TrainStep.predict`.
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)`` then
@@ -824,6 +944,10 @@ def make_train_step(
         loss_fn=loss_fn,
         has_aux=has_aux,
         predict_fn=predict_fn,
+        batch_keys=batch_keys,
+        rng_collections=rng_collections,
+        train_kwargs=train_kwargs,
+        eval_kwargs=eval_kwargs,
     )
     return TrainStep(
         objective,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,6 +40,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.lib import format as npy_format
+
+from boostax._src import validation
 
 PyTree = Any
 PathLike = str | os.PathLike
@@ -174,15 +178,7 @@ class Trajectory:
     """
 
     def __init__(self, capacity: int):
-        if (
-            isinstance(capacity, bool)
-            or not isinstance(capacity, int | np.integer)
-            or capacity < 1
-        ):
-            raise ValueError(
-                f"`capacity` must be an int >= 1, got {capacity!r}."
-            )
-        self._capacity = int(capacity)
+        self._capacity = _check_count("capacity", capacity, 1)
         self._buffer: np.ndarray | None = None
         self._signature = None
         self._count = 0  # snapshots recorded so far, including overwritten
@@ -271,10 +267,11 @@ def save_snapshot(directory: PathLike, step: int, params: PyTree) -> None:
         (``CheckpointManager.save`` silently skips such a step).
       params: the params pytree.
     """
+    step = _check_count("step", step, 0)
     ocp = _import_orbax()
     manager = ocp.CheckpointManager(os.path.abspath(os.fspath(directory)))
     try:
-        saved = manager.save(int(step), args=ocp.args.StandardSave(params))
+        saved = manager.save(step, args=ocp.args.StandardSave(params))
         manager.wait_until_finished()
     finally:
         manager.close()
@@ -457,15 +454,7 @@ def has_pca_source(pca_mat_path, weight_load_dir, snapshots) -> bool:
 
 
 def _check_count(name: str, value, minimum: int) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | np.integer)
-        or value < minimum
-    ):
-        raise ValueError(
-            f"`{name}` must be an int >= {minimum}, got {value!r}."
-        )
-    return int(value)
+    return validation.check_int(name, value, minimum=minimum)
 
 
 def _centered(snapshots, n_components: int) -> np.ndarray:
@@ -608,6 +597,8 @@ def pca_components(
     k = _check_count("n_components", n_components, 1)
     oversampling = _check_count("oversampling", oversampling, 0)
     power_iterations = _check_count("power_iterations", power_iterations, 0)
+    validation.check_bool("randomized", randomized)
+    seed = _check_count("seed", seed, 0)
     x = _centered(snapshots, k)
     if randomized:
         components = _randomized_components(
@@ -650,6 +641,153 @@ def explained_variance_ratio(snapshots, n_components: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------
+# Checking a PCA matrix.
+
+#: The largest ``max |P Pᵀ - I|`` (entrywise, computed in float64) accepted
+#: for a PCA matrix. `pca_components` gives 1e-10 to 3e-8 (float32 rounding
+#: of float64 orthonormal rows; measured for S x N from 10 x 50 to
+#: 42 x 3e6, k up to 40); a float32 QR in JAX about 5e-7; a bfloat16 copy
+#: a few 1e-3, which is refused.
+ORTHONORMAL_TOLERANCE = 1e-3
+
+# Entries of P per float64 block of the checks (8 MiB): the Gram matrix
+# of a (k, N) matrix with N in the millions never needs a float64 copy of
+# P (k = 32, N = 2e6: about 0.7 s on one core).
+_CHECK_BLOCK_ENTRIES = 1 << 20
+
+_FIX = (
+    "Compute P with boostax.pca_components(snapshots, k) or "
+    "boostax.pca_matrix(k, ...), which return orthonormal rows, or "
+    "orthonormalise the rows of yours: `q, _ = np.linalg.qr(P.T); P = q.T`"
+)
+
+
+def _rows(indices, total: int) -> str:
+    """``[0, 3, 5]``, or the first ten of many, and how many of `total`."""
+    shown = [int(i) for i in indices[:10]]
+    more = ", ..." if len(indices) > 10 else ""
+    return f"rows {str(shown)[:-1]}{more}] ({len(indices)} of {total})"
+
+
+def _is_real_dtype(dtype) -> bool:
+    """Float (bfloat16 too) or integer; not bool, complex or object."""
+    return jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(
+        dtype, jnp.integer
+    )
+
+
+def check_pca_shape(shape, dtype, what: str) -> None:
+    """Raises unless a PCA matrix of this shape and dtype could be valid.
+
+    Args:
+      shape: the matrix's shape.
+      dtype: its dtype.
+      what: how the messages name the matrix (the argument's name in
+        backquotes, or the file it came from).
+
+    Raises:
+      TypeError: the dtype is not a real (float or integer) one.
+      ValueError: the matrix is not 2-D or is empty.
+    """
+    if not _is_real_dtype(dtype):
+        raise TypeError(
+            f"{what} must be a float (n_components, n_params) matrix, got "
+            f"dtype {dtype}. {_FIX}."
+        )
+    if len(shape) != 2 or 0 in shape:
+        raise ValueError(
+            f"{what} must be a non-empty (n_components, n_params) matrix, "
+            f"got shape {tuple(shape)}. {_FIX}."
+        )
+
+
+def check_pca_matrix(
+    matrix, what: str = "`pca_matrix`", fix: str = _FIX
+) -> np.ndarray:
+    """Checks that `matrix` is a usable PCA matrix ``P``; returns it as float32.
+
+    ``P`` must be 2-D and non-empty, finite, with no all-zero row, and have
+    orthonormal rows: ``max |P Pᵀ - I| <= ORTHONORMAL_TOLERANCE`` (1e-3).
+    The checks run in float64 on blocks of columns: the ``k x k`` Gram
+    matrix costs ``k² N`` operations and no float64 copy of ``P``.
+
+    Args:
+      matrix: the ``(k, N)`` matrix (a concrete array).
+      what: how the messages name the matrix: the argument's name in
+        backquotes (the default), or ``"The PCA matrix '/path/pca.npy'"``.
+      fix: how to fix a matrix that fails a check, for the messages.
+
+    Returns:
+      `matrix` as a float32 NumPy array.
+
+    Raises:
+      TypeError: the dtype is not a real (float or integer) one.
+      ValueError: a check fails; the message says which (the rows holding
+        NaN or inf, the all-zero rows, or the largest deviation from
+        orthonormality and where it is).
+    """
+    matrix = np.asarray(matrix)
+    check_pca_shape(matrix.shape, matrix.dtype, what)
+    coarse = (
+        matrix.dtype
+        if jnp.issubdtype(matrix.dtype, jnp.floating)
+        and matrix.dtype.itemsize < 4
+        else None
+    )
+    matrix = matrix.astype(np.float32, copy=False)
+    k, n = matrix.shape
+    step = max(1, _CHECK_BLOCK_ENTRIES // k)
+    bad = np.zeros(k, np.int64)  # non-finite entries per row
+    gram = np.zeros((k, k), np.float64)
+    for start in range(0, n, step):
+        # (columns, k) C-contiguous: `block.T @ block` is one BLAS syrk.
+        block = np.ascontiguousarray(
+            matrix[:, start : start + step].T, dtype=np.float64
+        )
+        finite = np.isfinite(block)
+        if not finite.all():
+            bad += np.sum(~finite, axis=0)
+            continue
+        gram += block.T @ block
+    if bad.any():
+        raise ValueError(
+            f"{what} must be finite, but {_rows(np.flatnonzero(bad), k)} "
+            f"hold NaN or inf ({int(bad.sum())} of {matrix.size} entries). "
+            "Recompute P from finite snapshots with "
+            "boostax.pca_components(snapshots, k)."
+        )
+    norms = np.sqrt(np.diag(gram))
+    zero = np.flatnonzero(norms == 0.0)
+    if zero.size:
+        raise ValueError(
+            f"{what} must have unit rows, but {_rows(zero, k)} are all "
+            f"zero: drop them (a smaller n_components) or recompute P. {fix}."
+        )
+    deviation = np.abs(gram - np.eye(k))
+    worst = float(deviation.max())
+    if worst > ORTHONORMAL_TOLERANCE:
+        i, j = np.unravel_index(np.argmax(deviation), deviation.shape)
+        if i == j:
+            where = f"row {i} has norm {norms[i]:.6g}"
+        else:
+            where = (
+                f"rows {min(i, j)} and {max(i, j)} have dot product "
+                f"{gram[i, j]:.6g}"
+            )
+        raise ValueError(
+            f"{what} must have orthonormal rows (P P^T = I), but max "
+            f"|P P^T - I| = {worst:.3g} > {ORTHONORMAL_TOLERANCE:g} ({where}; "
+            f"row norms from {norms.min():.6g} to {norms.max():.6g}). {fix}"
+            + (
+                "."
+                if coarse is None
+                else f", and keep P in float32 ({coarse} is too coarse)."
+            )
+        )
+    return matrix
+
+
+# --------------------------------------------------------------------------
 # The PCA matrix file.
 
 
@@ -660,13 +798,78 @@ class PCAMatrixTimeoutError(TimeoutError, RuntimeError):
     """
 
 
+def _host_tag() -> str:
+    """This host's name, reduced to characters safe in a file name."""
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+
+
+def _temp_prefix(path: str) -> str:
+    """The prefix of `save_pca_matrix`'s temporary files for `path`.
+
+    ``.<basename>.<host>.<pid>.``: the writer's host and process id, so a
+    later save can tell a dead writer's leftover from a live one's file.
+    """
+    return f".{os.path.basename(path)}.{_host_tag()}.{os.getpid()}."
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (True when unsure)."""
+    if pid <= 0 or os.name != "posix":  # os.kill(pid, 0) is a probe on POSIX
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # e.g. another user's process
+        return True
+    return True
+
+
+def _remove_stale_temporaries(path: str) -> list[str]:
+    """Removes temporary files of `path` whose writer died on this host.
+
+    A writer killed (``SIGKILL``, out of memory) between creating its
+    temporary file and ``os.replace`` leaves it behind. Only files named by
+    `_temp_prefix` for this host are considered, and only those whose
+    process no longer runs; files of live writers (this process's other
+    threads too) and of other hosts are left alone.
+
+    Returns:
+      The paths removed.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    pattern = re.compile(
+        rf"\.{re.escape(os.path.basename(path))}\."
+        rf"{re.escape(_host_tag())}\.(\d+)\.[a-z0-9_]+\.tmp"
+    )
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None or _process_alive(int(match.group(1))):
+            continue
+        stale = os.path.join(directory, name)
+        try:
+            os.remove(stale)
+        except OSError:  # removed by another writer first, or not ours
+            continue
+        removed.append(stale)
+    return removed
+
+
 def save_pca_matrix(path: PathLike, matrix) -> None:
     """Saves the PCA matrix as ``.npy``, atomically.
 
     Writes a temporary file in the same directory (created if missing),
     flushes it to disk and renames it over `path` with ``os.replace``, so a
     reader polling for `path` (`load_pca_matrix`) never sees a partial
-    file.
+    file. The temporary file is named
+    ``.<basename>.<host>.<pid>.<random>.tmp`` after its writer; temporary
+    files of `path` left on this host by writers that no longer run (killed
+    before their rename) are removed first.
 
     Args:
       path: the destination file, written exactly there (no ``.npy`` is
@@ -676,8 +879,9 @@ def save_pca_matrix(path: PathLike, matrix) -> None:
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
+    _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(
-        dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+        dir=directory, prefix=_temp_prefix(path), suffix=".tmp"
     )
     try:
         with os.fdopen(fd, "wb") as f:
@@ -704,19 +908,83 @@ def _check_timeout(name: str, value, *, positive: bool = False) -> float:
     return value
 
 
+def _npy_state(path: str) -> tuple[str, str]:
+    """Whether the ``.npy`` file at `path` is there and complete.
+
+    Complete: its header parses (``numpy.lib.format``) and its size is the
+    header's plus ``prod(shape) * itemsize``, as `np.save` writes it. A
+    non-atomic writer (``np.save`` to the path, ``cp``) makes the file
+    appear before it is complete.
+
+    Returns:
+      ``("missing", why)``, ``("incomplete", what was seen)`` or
+      ``("ready", "")``.
+
+    Raises:
+      OSError: the file exists but cannot be opened (e.g. permissions);
+        the message names the path.
+    """
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return "missing", "no file at that path"
+    except IsADirectoryError:
+        return "missing", "a directory is at that path, not a file"
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            version = npy_format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = npy_format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = npy_format.read_array_header_2_0(f)
+            else:  # a newer format: np.load judges it
+                return "ready", ""
+        except (ValueError, EOFError) as e:
+            return "incomplete", (
+                f"{size} bytes whose .npy header does not parse ({e})"
+            )
+        if dtype.hasobject:  # no fixed size; np.load refuses it
+            return "ready", ""
+        header = f.tell()
+    expected = header + math.prod(shape) * dtype.itemsize
+    if size != expected:
+        return "incomplete", (
+            f"{size} bytes where its header ({header} bytes: shape {shape}, "
+            f"dtype {dtype}) needs {expected}"
+        )
+    return "ready", ""
+
+
+def _load_error(path: str, error: Exception) -> Exception:
+    """`error` from ``np.load``, re-raised naming the file."""
+    message = (
+        f"Could not load the PCA matrix {path!r}: {type(error).__name__}: "
+        f"{error}. It must be a .npy file of a (n_components, n_params) "
+        "float array, as boostax.save_pca_matrix writes."
+    )
+    if isinstance(error, OSError):
+        return type(error)(message)
+    return ValueError(message)
+
+
 def load_pca_matrix(
     path: PathLike, *, timeout: float = 1800.0, poll_interval: float = 1.0
 ) -> np.ndarray:
     """Loads the PCA matrix, waiting for another process to write it.
 
-    Returns at once if `path` exists; otherwise checks every
-    `poll_interval` seconds until it appears (`save_pca_matrix` writes it
-    atomically, so an existing file is complete).
+    The file is read once it is complete: its ``.npy`` header parses and
+    its size is the header's plus the data's. Until then (no file yet, or
+    one still being written by a non-atomic writer such as ``np.save``
+    straight to `path` or ``cp``) it checks every `poll_interval` seconds.
+    `save_pca_matrix` writes atomically, so its file is complete as soon as
+    it appears.
 
     Args:
       path: the ``.npy`` file.
       timeout: seconds to wait (>= 0; ``math.inf`` waits forever). MindSpore
-        waits 1800 s.
+        waits 1800 s. With 0, a missing or incomplete file is an error at
+        once.
       poll_interval: seconds between checks (> 0).
 
     Returns:
@@ -724,7 +992,12 @@ def load_pca_matrix(
 
     Raises:
       PCAMatrixTimeoutError: (a ``TimeoutError`` and ``RuntimeError``) the
-        file did not appear within `timeout` seconds.
+        file did not appear, or stayed incomplete or unreadable, within
+        `timeout` seconds; the message names the path and what was seen
+        (the size against the size its header implies).
+      ValueError: the complete file cannot be loaded as an array (e.g. it
+        holds Python objects); the message names the path.
+      OSError: the file cannot be read (e.g. permissions).
 
     Example:
       >>> import os, tempfile, numpy as np
@@ -740,16 +1013,32 @@ def load_pca_matrix(
         "poll_interval", poll_interval, positive=True
     )
     deadline = time.monotonic() + timeout
-    while not os.path.isfile(path):
+    while True:
+        state, seen = _npy_state(path)
+        if state == "ready":
+            try:
+                return np.load(path, allow_pickle=False)
+            except (OSError, ValueError, EOFError, TypeError) as e:
+                # A writer may have started to rewrite it since the check.
+                state, seen = _npy_state(path)
+                if state == "ready":
+                    raise _load_error(path, e) from e
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise PCAMatrixTimeoutError(
-                f"Waited {timeout:g} s for the PCA matrix {path!r}, and it "
-                "did not appear (the time of waiting to load the pca mat is "
-                f"larger than {timeout:g} second)."
-            )
+            break
         time.sleep(min(poll_interval, remaining))
-    return np.load(path, allow_pickle=False)
+    if state == "missing":
+        raise PCAMatrixTimeoutError(
+            f"Waited {timeout:g} s for the PCA matrix {path!r}, and it "
+            f"did not appear ({seen}; the time of waiting to load the pca "
+            f"mat is larger than {timeout:g} second)."
+        )
+    raise PCAMatrixTimeoutError(
+        f"Waited {timeout:g} s for the PCA matrix {path!r} to be complete, "
+        f"and it stayed incomplete or unreadable: the last check saw {seen}. "
+        "Write it with boostax.save_pca_matrix (atomic), or make sure its "
+        "writer finished; delete a truncated file to compute it again."
+    )
 
 
 def _like_size(like) -> int:
@@ -757,6 +1046,7 @@ def _like_size(like) -> int:
 
 
 def _check_matrix(matrix, n_components: int, size, path: str) -> np.ndarray:
+    """The loaded matrix, if it has the expected shape and is a valid P."""
     expected = (n_components, "N" if size is None else size)
     if (
         matrix.ndim != 2
@@ -768,7 +1058,16 @@ def _check_matrix(matrix, n_components: int, size, path: str) -> np.ndarray:
             f"({expected[0]}, {expected[1]}) (n_components, number of "
             "parameters)."
         )
-    return matrix.astype(np.float32, copy=False)
+    return check_pca_matrix(
+        matrix,
+        what=f"The PCA matrix {path!r}",
+        fix=(
+            "Delete the file so that boostax.pca_matrix computes P again "
+            "from the snapshots, or write one with orthonormal rows: "
+            "boostax.pca_components(snapshots, k), or `q, _ = "
+            "np.linalg.qr(P.T); P = q.T`"
+        ),
+    )
 
 
 def pca_matrix(
@@ -785,7 +1084,9 @@ def pca_matrix(
 
     MindSpore's resolution order:
 
-    1. `pca_mat_path` names an existing ``.npy`` file: load it.
+    1. `pca_mat_path` names an existing ``.npy`` file: load it once it is
+       complete (`load_pca_matrix`, waiting at most `timeout` for a
+       non-atomic writer), and check it (`check_pca_matrix`).
     2. Otherwise compute it with `pca_components` (randomized, `seed`) from
        `snapshots` or, failing that, the checkpoints in `weight_load_dir`
        (`load_trajectory`), and save it (`save_pca_matrix`) to
@@ -809,7 +1110,8 @@ def pca_matrix(
         over `weight_load_dir`.
       like: a params pytree: restores the checkpoints into its structure
         and checks that the matrix has N = its number of parameters.
-      timeout: seconds the other processes wait for process 0 (>= 0).
+      timeout: seconds the other processes wait for process 0, and any
+        process for an existing file still being written (>= 0).
       seed: seed of the randomized SVD.
 
     Returns:
@@ -817,8 +1119,10 @@ def pca_matrix(
 
     Raises:
       ValueError: no source given, a bad `weight_load_dir`, or a loaded
-        matrix of the wrong shape.
-      PCAMatrixTimeoutError: a waiting process timed out.
+        matrix of the wrong shape, with NaN or inf entries, all-zero rows
+        or rows that are not orthonormal (the message names the file).
+      PCAMatrixTimeoutError: a waiting process timed out, or the file
+        stayed incomplete.
 
     Example:
       >>> import os, tempfile, numpy as np
@@ -845,7 +1149,8 @@ def pca_matrix(
             size = snapshots.shape[1]
 
     if pca_mat_path is not None and os.path.isfile(pca_mat_path):
-        matrix = np.load(pca_mat_path, allow_pickle=False)
+        # Read once complete: a non-atomic writer may still be writing it.
+        matrix = load_pca_matrix(pca_mat_path, timeout=timeout)
         return _check_matrix(matrix, k, size, pca_mat_path)
 
     if not has_pca_source(pca_mat_path, weight_load_dir, snapshots):

@@ -8,6 +8,8 @@ import os
 import sys
 import warnings
 
+from boostax._src import validation
+
 # Frames in this directory are boostax's own; the warning skips them.
 _SRC = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -24,6 +26,11 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
       message: the warning's text.
       category: the warning class.
     """
+    validation.check_str("message", message)
+    if not (isinstance(category, type) and issubclass(category, Warning)):
+        raise TypeError(
+            f"`category` must be a Warning class, {validation.got(category)}."
+        )
     frame, level = sys._getframe(1), 2  # 2: the caller of this function
     while frame is not None and frame.f_code.co_filename.startswith(_SRC):
         frame, level = frame.f_back, level + 1

@@ -274,17 +274,17 @@ def level_arm(
 ) -> Arm:
     """`boostax.auto_boost` at `level`: its freezing sequence spans the
     workload's budget, AdaSum (if on) runs across every device of `mesh`."""
-    config = {
-        **(config or {}),
-        "grad_freeze": {
+    config = dict(config or {})
+    enabled = boostax.boost_config(level, config).is_enabled
+    # Only the sections of the algorithms that are on (another would warn).
+    if enabled("grad_freeze"):
+        config["grad_freeze"] = {
             "total_steps": workload.total_steps,
             "param_groups": workload.param_groups,
-        },
-        "common": {"device_number": 1},
-    }
-    data_parallel = mesh is not None and boostax.boost_config(
-        level, config
-    ).is_enabled("adasum")
+        }
+    if enabled("adasum"):
+        config["common"] = {"device_number": 1}
+    data_parallel = mesh is not None and enabled("adasum")
     train_step = boostax.auto_boost(
         level,
         config,

@@ -1,0 +1,161 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Checks at a train step's boundary: is this state one of this step's?
+
+A state built by another level, optimizer, loss-scale setting or model (or
+the variables dict before ``init``) would otherwise fail deep inside the
+step with an ``AttributeError``; these checks name the slot that differs,
+what was expected there and what was given, and how to rebuild the state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from boostax._src import accumulation as accumulation_lib
+from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import tree_diff
+
+_REBUILD = (
+    "Build the state with this step's `init` (`state = ts.init(variables)`), "
+    "or restore a checkpoint into the template that `init` returns; a state "
+    "saved by another level, optimizer or config does not fit this step."
+)
+
+_SLOT_OWNERS = {
+    "opt_state": "its optimizer, with the algorithms the config wraps around "
+    "it: gradient centralization, accumulation, AdaSum, DimReduce",
+    "algorithms.loss_scale": "its `loss_scale`",
+    "algorithms.freeze": "its gradient freezing (`grad_freeze`)",
+}
+
+
+def _field(algorithms, name):
+    return getattr(algorithms, name, "<missing>")
+
+
+def _describe_structure(treedef) -> str:
+    return tree_diff.describe(
+        jax.tree.unflatten(treedef, [0] * treedef.num_leaves)
+    )
+
+
+def not_a_state_message(state) -> str:
+    given = type(state).__name__
+    hint = ""
+    if isinstance(state, dict) and "params" in state:
+        hint = (
+            " This looks like the model's variables: pass them to the "
+            "step's `init` first (`state = ts.init(variables)`)."
+        )
+    elif type(state).__module__.startswith("flax.training"):
+        hint = (
+            " Convert a flax.training TrainState with "
+            "`boostax.from_flax_train_state(ts, flax_state)`."
+        )
+    return (
+        "`state` must be the boostax.TrainState this step's `init` builds "
+        f"(`state = ts.init(variables)`), got {given}.{hint}"
+    )
+
+
+def check_rng(rng) -> jax.Array:
+    if rng is None:
+        return jax.random.PRNGKey(0)
+    if not isinstance(rng, jax.Array | np.ndarray) or not (
+        jnp.issubdtype(rng.dtype, jax.dtypes.prng_key)
+        or (rng.dtype == jnp.uint32 and rng.shape == (2,))
+    ):
+        raise TypeError(
+            "`rng` must be a JAX PRNG key (jax.random.PRNGKey(seed) or "
+            f"jax.random.key(seed)) or None, got {type(rng).__name__} "
+            f"({rng!r})."
+        )
+    return rng
+
+
+def check_freezing_accumulation(freezing, optimizer, opt_state) -> None:
+    """Refuses gradient accumulation that freezing cannot keep aligned.
+
+    With accumulation over k micro-steps, every micro-step of an update must
+    train the same depth: the sequence then advances once per k steps
+    (``micro_steps``), and the accumulation must be the optimizer itself
+    (with that k), so that a skipped micro-step still counts as one of the
+    k.
+    """
+    if freezing.group_optimizers is None:
+        pairs = [(optimizer, opt_state)]
+    else:
+        pairs = list(zip(freezing.group_optimizers, opt_state, strict=True))
+    k = freezing.micro_steps
+    for tx, own in pairs:
+        accumulates = data_parallel_lib.contains_state(
+            own, accumulation_lib.GradientAccumulationState
+        )
+        if not accumulates and k == 1:
+            continue
+        top = isinstance(own, accumulation_lib.GradientAccumulationState)
+        if top and accumulation_lib.accumulation_steps(tx) == k:
+            continue
+        raise ValueError(
+            f"Gradient freezing advances its sequence once per {k} train "
+            "step(s), so the optimizer must accumulate over exactly that "
+            "many micro-steps, as its outermost stage; got an optimizer "
+            f"whose state is {tree_diff.describe(own)}"
+            + (
+                f" accumulating over {accumulation_lib.accumulation_steps(tx)}"
+                if top
+                else ""
+            )
+            + ". One update would mix micro-gradients of different depths. "
+            "Switch accumulation on in the config instead ({'boost': "
+            "{'grad_accumulation': True}, 'grad_accumulation': "
+            "{'grad_accumulation_step': k}}) and pass the optimizer "
+            "unwrapped."
+        )
+
+
+def check_slots(state, expected: dict[str, Any], template) -> None:
+    """Raises if a slot of `state` differs from what the step builds.
+
+    Args:
+      state: the `TrainState` given to the step.
+      expected: ``{slot: abstract tree}`` for ``opt_state`` and the
+        algorithm slots, as the step's `init` builds them from the state's
+        params.
+      template: ``{"params": treedef, "model_state": treedef}`` of the
+        state `init` built, or ``None`` if `init` has not run.
+
+    Raises:
+      ValueError: naming the first slot that differs, what was expected and
+        what was given.
+    """
+    if template is not None:
+        for name in ("params", "model_state"):
+            if jax.tree.structure(getattr(state, name)) != template[name]:
+                raise ValueError(
+                    f"`state.{name}` does not match the {name} this step's "
+                    f"`init` built: expected "
+                    f"{_describe_structure(template[name])}, got "
+                    f"{tree_diff.describe(getattr(state, name))}. {_REBUILD}"
+                )
+    got = {
+        "opt_state": state.opt_state,
+        "algorithms.loss_scale": _field(state.algorithms, "loss_scale"),
+        "algorithms.freeze": _field(state.algorithms, "freeze"),
+    }
+    for name, want_tree in expected.items():
+        difference = tree_diff.first_difference(
+            want_tree, got[name], f"state.{name}"
+        )
+        if difference is not None:
+            path, want, given = difference
+            raise ValueError(
+                f"`{path}` does not match this step "
+                f"({_SLOT_OWNERS[name]}): expected {want}, got {given}. "
+                f"{_REBUILD}"
+            )
