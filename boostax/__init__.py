@@ -59,6 +59,7 @@ from boostax._src.config import (
 from boostax._src.config import GradFreezeSection as GradFreezeSection
 from boostax._src.config import LessBNSection as LessBNSection
 from boostax._src.config import boost_config as boost_config
+from boostax._src.config import recipe as recipe
 from boostax._src.cost import ACCELERATORS as ACCELERATORS
 from boostax._src.cost import Accelerator as Accelerator
 from boostax._src.cost import CostReport as CostReport
@@ -76,10 +77,17 @@ from boostax._src.flax_interop import (
 from boostax._src.flax_interop import (
     to_flax_train_state as to_flax_train_state,
 )
+from boostax._src.freeze_out import FreezeOutState as FreezeOutState
+from boostax._src.freeze_out import (
+    scale_by_freeze_out as scale_by_freeze_out,
+)
 from boostax._src.freezing import FreezeState as FreezeState
 from boostax._src.freezing import Freezing as Freezing
 from boostax._src.freezing import (
     generate_freeze_index_sequence as generate_freeze_index_sequence,
+)
+from boostax._src.freezing import (
+    progressive_freeze_steps as progressive_freeze_steps,
 )
 from boostax._src.freezing import (
     split_parameters_groups as split_parameters_groups,
@@ -152,6 +160,7 @@ __all__ = (
     "FNHead",
     "FreezeCells",
     "FreezeOpt",
+    "FreezeOutState",
     "FreezeState",
     "Freezing",
     "FunctionObjective",
@@ -217,8 +226,11 @@ __all__ = (
     "paired_ratio",
     "pca_components",
     "pca_matrix",
+    "progressive_freeze_steps",
+    "recipe",
     "save_pca_matrix",
     "save_snapshot",
+    "scale_by_freeze_out",
     "split_parameters_groups",
     "to_flax_train_state",
     "with_gradient_centralization",

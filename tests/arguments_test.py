@@ -146,7 +146,7 @@ _TABLE = [
         "generate_freeze_index_sequence",
         "freeze_strategy",
         lambda v: boostax.generate_freeze_index_sequence(10, v, 0.5, 10),
-        BAD_COUNTS + (("two", 2, ValueError),),
+        BAD_COUNTS + (("three", 3, ValueError),),
     ),
     (
         "generate_freeze_index_sequence",

@@ -108,6 +108,43 @@ class BenchmarksTest(parameterized.TestCase):
             ["O1 less_bn", "O1 BN+FN"],
         )
 
+    def test_speedup_recipe_steps(self):
+        result = _run_quick(
+            os.path.join(BENCHMARKS, "speedup.py"), "--recipe-steps"
+        )
+        digits = result["workloads"]["digits"]
+        names = ["recipe", "O1 BN", "O1 BN+zero", "FN s=1", "FN s=4"]
+        self.assertEqual(
+            list(digits["summary"]), ["plain optax", *names, "FN s=16 log"]
+        )
+        reports = digits["cost_reports"]
+        # The FN head alone keeps every BatchNorm (no LessBN report).
+        self.assertIsNone(reports["FN s=4"]["less_bn"])
+        self.assertEqual(
+            reports["O1 BN+zero"]["less_bn"]["removed"],
+            reports["O1 BN"]["less_bn"]["removed"],
+        )
+
+    def test_speedup_budgets(self):
+        result = _run_quick(os.path.join(BENCHMARKS, "speedup.py"), "--budgets")
+        digits = result["workloads"]["digits"]
+        self.assertEqual(digits["fractions"], [0.5, 1.0])
+        arms = digits["summary"]["arms"]
+        self.assertEqual(list(arms), ["plain optax", "O1", "recipe"])
+        plain = arms["plain optax"]
+        # Plain reaches its own accuracy exactly at its full budget.
+        self.assertAlmostEqual(plain["speedup_median"], 1.0)
+        self.assertAlmostEqual(
+            plain["budgets"]["1.0"]["relative_time_median"], 1.0
+        )
+        # The recipe freezes progressively: its later steps are its deeper
+        # (cheaper) ones, and its time is their sum.
+        costs = digits["summary"]["step_cost_by_depth"]["recipe"]
+        self.assertGreater(len(costs), 1)
+        runs = digits["runs"]["recipe"]
+        self.assertTrue(all(r["depths"] == sorted(r["depths"]) for r in runs))
+        self.assertTrue(digits["plot"].endswith("_digits.png"))
+
 
 def _run_quick(script, *args):
     """Runs `script --quick *args` in a subprocess; returns its JSON."""

@@ -181,7 +181,7 @@ class DemoTest(absltest.TestCase):
         rows, runs = result["rows"], result["runs"]
         self.assertEqual(
             list(rows),
-            ["plain optax", "O0", "O1", "O2"],
+            ["plain optax", "O0", "O1", "O1 recipe", "O2"],
         )
         # O0 trains the same bits as plain Optax: the same evaluations.
         self.assertEqual(

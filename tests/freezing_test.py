@@ -103,7 +103,7 @@ class SequenceTest(parameterized.TestCase):
 
     def test_errors(self):
         with self.assertRaisesRegex(ValueError, "Unsupported freezing"):
-            boostax.generate_freeze_index_sequence(10, 2, 0.7, 100)
+            boostax.generate_freeze_index_sequence(10, 3, 0.7, 100)
         with self.assertRaisesRegex(ValueError, r"`freeze_p` must be .* in"):
             boostax.generate_freeze_index_sequence(10, 1, 1.5, 100)
         with self.assertRaisesRegex(ValueError, "`total_steps` must be .*>= 1"):

@@ -21,6 +21,7 @@ from boostax._src import centralization, model_graph, user_warnings, validation
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import dim_reduce as dim_reduce_lib
+from boostax._src import freeze_out as freeze_out_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import loss_scale as loss_scale_lib
@@ -283,8 +284,14 @@ def apply_less_bn(
             "dtypes are used)."
         )
     train_step_lib.check_optimizer(optimizer)
+    section = config.less_bn
     plan = less_bn_lib.plan(
-        model, sample_inputs, fn_flag=config.less_bn.fn_flag
+        model,
+        sample_inputs,
+        fn_flag=section.fn_flag,
+        fn_scale=section.fn_scale,
+        fn_log_scale=section.fn_log_scale,
+        zero_init_residual=section.zero_init_residual,
     )
     reduced = less_bn_lib.apply_plan(model, plan)
     if config.less_bn.gc_flag:
@@ -307,29 +314,49 @@ def apply_less_bn(
     )
 
 
-def freezing_from_config(
-    model: Any, config: config_lib.BoostConfig, sample_inputs: Any, seed: int
-):
-    """The `Freezing` factory of the config's ``grad_freeze`` section.
+def freeze_groups(model: Any, config: config_lib.BoostConfig, sample_inputs):
+    """The freezing groups of the config's ``grad_freeze`` section.
 
-    With a model, the groups are cut on `model` as given (before LessBN, as
-    MindSpore cuts them on the network's own parameters) in its call order
-    (one trace on `sample_inputs`); with a plain loss function, in a natural
-    sort of the parameter paths.
+    With a model, cut on `model` as given (before LessBN, as MindSpore cuts
+    them on the network's own parameters) in its call order (one trace on
+    `sample_inputs`); with a plain loss function, ``None``: the parameters
+    are cut in a natural sort of their paths when they are known.
     """
     section = config.grad_freeze
-    groups = None
-    if model is not None:
-        if sample_inputs is None:
-            raise ValueError(
-                "`grad_freeze` groups the parameters in the order the model "
-                "calls its layers, found by tracing it: pass "
-                "`sample_inputs=` (one batch of inputs; only shapes and "
-                "dtypes are used)."
-            )
-        groups = freezing_lib.split_parameters_groups(
-            model, section.param_groups, sample_inputs=sample_inputs
+    if model is None:
+        return None
+    if sample_inputs is None:
+        raise ValueError(
+            "`grad_freeze` groups the parameters in the order the model "
+            "calls its layers, found by tracing it: pass `sample_inputs=` "
+            "(one batch of inputs; only shapes and dtypes are used)."
         )
+    return freezing_lib.split_parameters_groups(
+        model, section.param_groups, sample_inputs=sample_inputs
+    )
+
+
+def with_freeze_out(optimizer, config: config_lib.BoostConfig, groups):
+    """`optimizer` followed by FreezeOut's annealing with the progressive
+    schedule (``grad_freeze.freeze_type`` 2), else unchanged."""
+    section = config.grad_freeze
+    if section.freeze_type != freezing_lib.PROGRESSIVE_STRATEGY:
+        return optimizer
+    steps = freezing_lib.progressive_freeze_steps(
+        section.param_groups, section.freeze_p, section.total_steps
+    )
+    return optax.chain(
+        optimizer,
+        freeze_out_lib.scale_by_freeze_out(
+            groups, steps, groups_number=section.param_groups
+        ),
+    )
+
+
+def freezing_from_config(config: config_lib.BoostConfig, groups, seed: int):
+    """The `Freezing` factory of the config's ``grad_freeze`` section, with
+    the groups of `freeze_groups`."""
+    section = config.grad_freeze
     return freezing_lib.freezing_factory(
         groups_number=section.param_groups,
         strategy=section.freeze_type,
@@ -610,6 +637,12 @@ def auto_boost(
             )
     else:
         optimizer = decay.chain(optimizer)
+    groups = None
+    if boost_config.is_enabled("grad_freeze"):
+        groups = freeze_groups(
+            plain.kwargs["model"], boost_config, sample_inputs
+        )
+        optimizer = with_freeze_out(optimizer, boost_config, groups)
     data_parallel = data_parallel_from_config(boost_config, mesh)
     if boost_config.is_enabled("dim_reduce"):
         # DimReduce is the optimizer (MindSpore: SGD(lr=1) applying its step).
@@ -634,9 +667,7 @@ def auto_boost(
     )
     freezing = None
     if boost_config.is_enabled("grad_freeze"):
-        freezing = freezing_from_config(
-            plain.kwargs["model"], boost_config, sample_inputs, seed
-        )
+        freezing = freezing_from_config(boost_config, groups, seed)
     train_step = train_step_lib.TrainStep(
         objective,
         optimizer,

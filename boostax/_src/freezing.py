@@ -36,6 +36,10 @@ from boostax._src.centralization import path_names
 
 CONTINUOUS_STRATEGY = 0
 INTERVAL_STRATEGY = 1
+# boostax's: FreezeOut's schedule (Brock et al., 2017), see
+# `progressive_freeze_steps`.
+PROGRESSIVE_STRATEGY = 2
+STRATEGIES = (CONTINUOUS_STRATEGY, INTERVAL_STRATEGY, PROGRESSIVE_STRATEGY)
 
 Path = tuple[str, ...]
 
@@ -67,12 +71,15 @@ def generate_freeze_index_sequence(
       fraction of frozen steps so far is below ``1 - freeze_p`` append a
       frozen depth ``k`` drawn with ``P(k) = (n - k) / (n (n - 1) / 2)``
       (shallow freezes are likeliest), else append 0.
+    - strategy 2 (progressive, boostax's: FreezeOut, ``000...111...222``):
+      depth ``d`` from update `progressive_freeze_steps` ``[d - 1]`` on,
+      earliest groups first and for good; the depth never goes back.
 
     So `freeze_p` is about the fraction of steps that train everything.
 
     Args:
       parameter_groups_number: ``n``, the number of parameter groups.
-      freeze_strategy: 0 (continuous) or 1 (interval).
+      freeze_strategy: 0 (continuous), 1 (interval) or 2 (progressive).
       freeze_p: in [0, 1].
       total_steps: training steps (the sequence is 1% longer).
       seed: seed of the local NumPy generator drawing strategy 1's depths;
@@ -87,13 +94,13 @@ def generate_freeze_index_sequence(
     )
     strategy_message = (
         "Unsupported freezing training strategy: `freeze_strategy` must be "
-        "0 (continuous) or 1 (interval)"
+        "0 (continuous), 1 (interval) or 2 (progressive)"
     )
     if not validation.is_int(freeze_strategy):
         raise TypeError(
             f"{strategy_message}, {validation.got(freeze_strategy)}."
         )
-    if freeze_strategy not in (CONTINUOUS_STRATEGY, INTERVAL_STRATEGY):
+    if freeze_strategy not in STRATEGIES:
         raise ValueError(f"{strategy_message}, got {freeze_strategy!r}.")
     freeze_p = validation.check_number(
         "freeze_p", freeze_p, minimum=0, maximum=1
@@ -103,6 +110,11 @@ def generate_freeze_index_sequence(
     length = int(total * 1.01)
     if n <= 1 or freeze_p == 1:
         return np.zeros(length, np.int32)
+    if freeze_strategy == PROGRESSIVE_STRATEGY:
+        starts = progressive_freeze_steps(n, freeze_p, total)
+        return np.searchsorted(starts, np.arange(length), side="right").astype(
+            np.int32
+        )
     if freeze_strategy == CONTINUOUS_STRATEGY:
         zeros = int(freeze_p * (n - 1) // (1 - freeze_p) + 0.5)
         cycle = np.array([0] * zeros + list(range(1, n)), np.int32)
@@ -124,6 +136,45 @@ def generate_freeze_index_sequence(
         depths, size=frozen, p=probabilities
     )
     return sequence
+
+
+def progressive_freeze_steps(
+    groups_number: int, freeze_p: float, total_steps: int
+) -> np.ndarray:
+    """When each depth starts in the progressive schedule (FreezeOut).
+
+    Depth ``d`` (the first ``d`` groups' own layers frozen) starts at update
+
+    .. math::
+
+      T_d = \\left(p + (1 - p) \\frac{d - 1}{n - 1}\\right) T,
+      \\qquad d = 1, \\ldots, n - 1,
+
+    with ``p`` = `freeze_p` (the fraction of training in which everything
+    trains, as in MindSpore's strategies) and ``T`` = `total_steps`: the
+    earliest layers freeze at ``p T``, the others evenly after them; the
+    last group trains to the end. FreezeOut's linear schedule (its
+    ``t_0`` is ``p``).
+
+    Args:
+      groups_number: ``n``.
+      freeze_p: in [0, 1].
+      total_steps: ``T``, in updates.
+
+    Returns:
+      ``n - 1`` non-decreasing int64 update indices.
+
+    References:
+      Brock, Lim, Ritchie, Weston, `FreezeOut: Accelerate Training by
+      Progressively Freezing Layers <https://arxiv.org/abs/1706.04983>`_,
+      2017.
+    """
+    n = validation.check_int("groups_number", groups_number, minimum=1)
+    p = validation.check_number("freeze_p", freeze_p, minimum=0, maximum=1)
+    total = validation.check_int("total_steps", total_steps, minimum=1)
+    d = np.arange(1, n)
+    fractions = p + (1 - p) * (d - 1) / max(n - 1, 1)
+    return np.round(fractions * total).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------
@@ -422,12 +473,15 @@ class Freezing:
       micro_steps: train steps per sequence entry: with gradient
         accumulation over k micro-steps, all k micro-steps of an update
         train the same depth, so every accumulated gradient is complete.
+      wrap: past its end the sequence starts again (MindSpore's); else it
+        stays at its last depth (the progressive schedule).
     """
 
     groups: tuple[tuple[Path, ...], ...]
     sequence: np.ndarray
     group_optimizers: tuple[optax.GradientTransformation, ...] | None = None
     micro_steps: int = 1
+    wrap: bool = True
 
     def __post_init__(self):
         groups = validation.check_sequence(
@@ -479,12 +533,17 @@ class Freezing:
                     f"{len(self.groups)} groups."
                 )
         validation.check_int("micro_steps", self.micro_steps, minimum=1)
+        validation.check_bool("wrap", self.wrap)
         object.__setattr__(self, "sequence", sequence.astype(np.int32))
 
     def depth(self, position: int) -> int:
-        """The depth of train step `position` (the sequence wraps around)."""
+        """The depth of train step `position` (see `wrap`)."""
         index = position // self.micro_steps
-        return int(self.sequence[index % len(self.sequence)])
+        if self.wrap:
+            index %= len(self.sequence)
+        else:
+            index = min(index, len(self.sequence) - 1)
+        return int(self.sequence[index])
 
     def canonical_depth(self, depth: int) -> int:
         """The first depth with the same compiled step.
@@ -612,10 +671,21 @@ def freezing_factory(
     )
 
     def make(params) -> Freezing:
-        if groups is None:
-            cut = chunk_groups(ordered_leaves(params), groups_number)
-        else:
-            cut = restrict_groups(groups, params)
-        return Freezing(cut, sequence, micro_steps=micro_steps)
+        return Freezing(
+            groups_of(params, groups, groups_number),
+            sequence,
+            micro_steps=micro_steps,
+            wrap=strategy != PROGRESSIVE_STRATEGY,
+        )
 
     return make
+
+
+def groups_of(
+    params: Any, groups: Sequence[Sequence[Path]] | None, groups_number: int
+) -> tuple[tuple[Path, ...], ...]:
+    """The freezing groups of `params`: `groups` (cut on the model) applied
+    to them, or, without, the params cut in a natural sort of their paths."""
+    if groups is None:
+        return chunk_groups(ordered_leaves(params), groups_number)
+    return restrict_groups(groups, params)

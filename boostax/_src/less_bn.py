@@ -78,20 +78,58 @@ def full_normalization(
     return scale * (l2_normalize(x, -1) @ l2_normalize(kernel, 0))
 
 
-class FNHead(nn.Module):
-    """Linen FN head: ``y = multiplier * normalize(x) @ normalize(kernel)``.
+def check_fn_scale(scale_init, log_scale) -> tuple[float, bool]:
+    """Validates the FN head's scale options (see `FNHead`)."""
+    return (
+        validation.check_number(
+            "fn_scale", scale_init, minimum=0, open_minimum=True
+        ),
+        validation.check_bool("fn_log_scale", log_scale),
+    )
 
-    No bias; ``multiplier`` has shape ``(1,)``, starts at 1.0 and is trained.
-    The kernel is ``(in, out)`` like ``nn.Dense``'s, so a trained Dense
-    kernel converts as is (`fn_head_variables`).
+
+def multiplier_name(log_scale: bool) -> str:
+    """The FN head's scale parameter: ``multiplier`` or ``log_multiplier``."""
+    return "log_multiplier" if log_scale else "multiplier"
+
+
+def initial_multiplier(scale_init: float, log_scale: bool, dtype) -> jax.Array:
+    """The stored value of the FN head's scale parameter at initialization."""
+    value = math.log(scale_init) if log_scale else scale_init
+    return jnp.full((1,), value, dtype)
+
+
+def fn_scale(stored: jax.Array, log_scale: bool) -> jax.Array:
+    """The multiplier of the logits from its stored parameter."""
+    return jnp.exp(stored) if log_scale else stored
+
+
+class FNHead(nn.Module):
+    """Linen FN head: ``y = s * normalize(x) @ normalize(kernel)``.
+
+    No bias. The scale ``s`` is trained: as ``multiplier`` (shape ``(1,)``,
+    MindSpore's parametrisation, starting at `scale_init`), or with
+    `log_scale` as ``log_multiplier`` (``s = exp(log_multiplier)``, starting
+    at ``log(scale_init)``: a gradient step changes ``s`` by a fraction of
+    itself, whatever its size). The kernel is ``(in, out)`` like
+    ``nn.Dense``'s, so a trained Dense kernel converts as is.
+
+    Why the scale matters: the logits are cosines in ``[-s, s]``, and with C
+    classes the softmax loss cannot go below
+    ``log(1 + (C - 1) exp(-C s / (C - 1)))`` (Wang et al., NormFace, 2017):
+    1.38 nats at MindSpore's ``s = 1`` and C = 10, 0.03 at ``s = 5``.
 
     Attributes:
       features: number of outputs.
       kernel_init: initializer of the kernel.
+      scale_init: the initial scale (> 0); MindSpore's is 1.
+      log_scale: train ``log(s)`` instead of ``s``.
     """
 
     features: int
     kernel_init: Any = nn.linear.default_kernel_init
+    scale_init: float = 1.0
+    log_scale: bool = False
     boostax_layer_kind = "fn_head"
 
     def __post_init__(self):
@@ -99,6 +137,7 @@ class FNHead(nn.Module):
         validation.check_callable(
             "kernel_init", self.kernel_init, "an initializer (a callable)"
         )
+        check_fn_scale(self.scale_init, self.log_scale)
         super().__post_init__()
 
     @nn.compact
@@ -106,8 +145,14 @@ class FNHead(nn.Module):
         kernel = self.param(
             "kernel", self.kernel_init, (x.shape[-1], self.features)
         )
-        multiplier = self.param("multiplier", nn.initializers.ones, (1,))
-        return full_normalization(x, kernel, multiplier)
+        stored = self.param(
+            multiplier_name(self.log_scale),
+            lambda _, shape, dtype=jnp.float32: initial_multiplier(
+                self.scale_init, self.log_scale, dtype
+            ),
+            (1,),
+        )
+        return full_normalization(x, kernel, fn_scale(stored, self.log_scale))
 
 
 class NNXFNHead(nnx.Module):
@@ -117,6 +162,8 @@ class NNXFNHead(nnx.Module):
       in_features, out_features: sizes of the kernel ``(in, out)``.
       kernel: initial kernel, e.g. a trained ``nnx.Linear``'s (copied).
       rngs: for a random kernel when `kernel` is not given.
+      scale_init: the initial scale (> 0); MindSpore's is 1.
+      log_scale: train ``log(s)`` (``log_multiplier``) instead of ``s``.
     """
 
     boostax_layer_kind = "fn_head"
@@ -128,6 +175,8 @@ class NNXFNHead(nnx.Module):
         *,
         kernel: jax.Array | None = None,
         rngs: nnx.Rngs | None = None,
+        scale_init: float = 1.0,
+        log_scale: bool = False,
     ):
         in_features = validation.check_int(
             "in_features", in_features, minimum=1
@@ -148,18 +197,36 @@ class NNXFNHead(nnx.Module):
                 "`kernel` must have the shape (in_features, out_features) = "
                 f"{(in_features, out_features)}, got {kernel.shape}."
             )
+        scale_init, log_scale = check_fn_scale(scale_init, log_scale)
+        self.log_scale = log_scale
         self.kernel = nnx.Param(kernel)
-        self.multiplier = nnx.Param(jnp.ones((1,), self.kernel.dtype))
+        stored = nnx.Param(
+            initial_multiplier(scale_init, log_scale, self.kernel.dtype)
+        )
+        setattr(self, multiplier_name(log_scale), stored)
 
     @classmethod
-    def from_linear(cls, linear: nnx.Linear) -> NNXFNHead:
+    def from_linear(
+        cls,
+        linear: nnx.Linear,
+        *,
+        scale_init: float = 1.0,
+        log_scale: bool = False,
+    ) -> NNXFNHead:
         """Converts a (trained) ``nnx.Linear``: kernel copied, bias dropped."""
         return cls(
-            linear.in_features, linear.out_features, kernel=linear.kernel[...]
+            linear.in_features,
+            linear.out_features,
+            kernel=linear.kernel[...],
+            scale_init=scale_init,
+            log_scale=log_scale,
         )
 
     def __call__(self, x):
-        return full_normalization(x, self.kernel[...], self.multiplier[...])
+        stored = getattr(self, multiplier_name(self.log_scale))[...]
+        return full_normalization(
+            x, self.kernel[...], fn_scale(stored, self.log_scale)
+        )
 
 
 class NNXIdentity(nnx.Module):
@@ -263,16 +330,65 @@ class LessBNPlan:
       excluded_from_gc: module paths gradient centralization leaves alone
         (grouped and depthwise convolutions, FN heads).
       report: the `LessBNReport`.
+      fn_scale: the FN head's initial scale (`FNHead.scale_init`).
+      fn_log_scale: whether the FN head trains ``log(s)``.
+      zero_init: paths of the kept BatchNorms whose scale starts at zero
+        (the last BatchNorm of each residual branch, with
+        ``zero_init_residual``), so that each block starts as the identity.
     """
 
     removed: tuple[tuple[Any, ...], ...]
     fn_head: tuple[Any, ...] | None
     excluded_from_gc: tuple[tuple[Any, ...], ...]
     report: LessBNReport
+    fn_scale: float = 1.0
+    fn_log_scale: bool = False
+    zero_init: tuple[tuple[Any, ...], ...] = ()
+
+
+def residual_branch_ends(
+    graph: model_graph.Graph, removed: Sequence[tuple[Any, ...]]
+) -> tuple[tuple[Any, ...], ...]:
+    """The kept BatchNorms that end a residual branch LessBN thinned.
+
+    A BatchNorm ends a residual branch when a residual add reads its output
+    (through reshapes and casts); the branch was thinned when LessBN removed
+    a BatchNorm upstream of it within the same block (before the add's
+    other operand joins). Zero-initialising their scales (Goyal et al.,
+    2017; torchvision's ``zero_init_residual``) makes every such block start
+    as the identity, the role SkipInit's and Fixup's zero gates play in
+    BatchNorm-free networks.
+    """
+    removed = set(removed)
+    ends = []
+    for node in graph.layers("batch_norm"):
+        if node.path in removed:
+            continue
+        if not any(c.kind == "add" for c in graph.data_consumers(node)):
+            continue
+        upstream = [
+            n.path
+            for n in graph.backward_chain(node)[1:]
+            if n.kind == "batch_norm" or n.kind == "add"
+        ]
+        # Up to the previous block's add (the block's input).
+        for path in upstream:
+            if path is None:
+                break
+            if path in removed:
+                ends.append(node.path)
+                break
+    return tuple(ends)
 
 
 def plan_less_bn(
-    graph: model_graph.Graph, *, fn_flag: bool, param_counts
+    graph: model_graph.Graph,
+    *,
+    fn_flag: bool,
+    param_counts,
+    fn_scale: float = 1.0,
+    fn_log_scale: bool = False,
+    zero_init_residual: bool = False,
 ) -> LessBNPlan:
     """Applies the rules to a model graph.
 
@@ -281,6 +397,9 @@ def plan_less_bn(
       fn_flag: also replace the last dense layer by an FN head.
       param_counts: ``param_counts(path) -> int``, the number of trainable
         parameters of the module at `path`.
+      fn_scale, fn_log_scale: the FN head's scale (see `FNHead`).
+      zero_init_residual: start each thinned residual branch's last
+        BatchNorm at scale zero (`residual_branch_ends`).
     """
     fn_head_node = None
     if fn_flag:
@@ -332,7 +451,17 @@ def plan_less_bn(
     ]
     if fn_head is not None:
         excluded.append(fn_head)
-    return LessBNPlan(tuple(removed_paths), fn_head, tuple(excluded), report)
+    return LessBNPlan(
+        tuple(removed_paths),
+        fn_head,
+        tuple(excluded),
+        report,
+        fn_scale=fn_scale,
+        fn_log_scale=fn_log_scale,
+        zero_init=residual_branch_ends(graph, removed_paths)
+        if zero_init_residual
+        else (),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -340,7 +469,7 @@ def plan_less_bn(
 # ---------------------------------------------------------------------------
 
 
-def _linen_plan(module, sample_inputs, fn_flag) -> LessBNPlan:
+def _linen_plan(module, sample_inputs, **options) -> LessBNPlan:
     graph = model_graph.model_graph(module, sample_inputs)
     params = model_graph.param_shapes(module, sample_inputs)
 
@@ -350,7 +479,7 @@ def _linen_plan(module, sample_inputs, fn_flag) -> LessBNPlan:
             subtree = subtree.get(key, {})
         return sum(math.prod(x.shape) for x in jax.tree.leaves(subtree))
 
-    return plan_less_bn(graph, fn_flag=fn_flag, param_counts=count)
+    return plan_less_bn(graph, param_counts=count, **options)
 
 
 class LinenLessBN(nn.Module):
@@ -358,32 +487,42 @@ class LinenLessBN(nn.Module):
 
     Wraps `network` without changing its variable paths: removed BatchNorms
     return their input and create no variables; the FN head keeps the dense
-    layer's kernel (same path), drops its bias and adds a ``multiplier``.
+    layer's kernel (same path), drops its bias and adds its scale
+    (``multiplier``, or ``log_multiplier``); the BatchNorms of `zero_init`
+    start with scale zero.
 
     Attributes:
       network: the original Linen module.
       removed: paths of the removed BatchNorm modules.
       fn_head: path of the dense layer turned into an FN head, or ``None``.
+      fn_scale: the FN head's initial scale (`FNHead.scale_init`).
+      fn_log_scale: whether the FN head trains ``log(s)``.
+      zero_init: paths of kept BatchNorms whose scale starts at zero.
     """
 
     network: nn.Module
     removed: tuple[tuple[Any, ...], ...] = ()
     fn_head: tuple[Any, ...] | None = None
+    fn_scale: float = 1.0
+    fn_log_scale: bool = False
+    zero_init: tuple[tuple[Any, ...], ...] = ()
 
     def __post_init__(self):
         validation.check_instance(
             "network", self.network, nn.Module, "a Flax Linen module"
         )
-        for path in validation.check_sequence(
-            "removed", self.removed, "a tuple of module paths"
-        ):
-            validation.check_instance(
-                "removed", path, (tuple, list), "a tuple of module paths"
-            )
+        for name in ("removed", "zero_init"):
+            for path in validation.check_sequence(
+                name, getattr(self, name), "a tuple of module paths"
+            ):
+                validation.check_instance(
+                    name, path, (tuple, list), "a tuple of module paths"
+                )
         if self.fn_head is not None:
             validation.check_instance(
                 "fn_head", self.fn_head, (tuple, list), "a module path or None"
             )
+        check_fn_scale(self.fn_scale, self.fn_log_scale)
         super().__post_init__()
 
     def setup(self):
@@ -392,15 +531,20 @@ class LinenLessBN(nn.Module):
     def __call__(self, *args, **kwargs):
         # A plain function: a module method would itself be intercepted.
         removed, fn_head = set(self.removed), self.fn_head
+        zero_init = set(self.zero_init)
+        scale = (self.fn_scale, self.fn_log_scale)
 
         def intercept(next_fun, args, kwargs, context):
-            path = tuple(context.module.path)
+            module = context.module
+            path = tuple(module.path)
             if context.method_name != "__call__":
                 return next_fun(*args, **kwargs)
             if path in removed:
                 return args[0]
             if path == fn_head:
-                return _linen_fn_head(context.module, args[0])
+                return _linen_fn_head(module, args[0], *scale)
+            if path in zero_init:
+                return _with_zero_scale(module, next_fun, args, kwargs)
             return next_fun(*args, **kwargs)
 
         with nn.intercept_methods(intercept):
@@ -410,24 +554,68 @@ class LinenLessBN(nn.Module):
         """Variables of `network` -> variables of this model.
 
         Drops the removed BatchNorms' entries (every collection) and, for the
-        FN head, the dense bias, adding ``multiplier = 1``. Variables that
-        are already converted come back unchanged.
+        FN head, the dense bias, adding its scale (`fn_scale`); the scales
+        of the `zero_init` BatchNorms become zero (the model trains from
+        scratch: these are initial values). Variables that are already
+        converted come back unchanged.
         """
         variables = flax.core.unfreeze(variables)
+        params = variables.get("params", {})
+        original = any(_has_path(params, p) for p in self.removed) or (
+            self.fn_head is not None and _fn_head_unconverted(params, self)
+        )
+        if not original:
+            return variables
         for path in self.removed:
             for collection in variables.values():
                 _pop_path(collection, path)
         if self.fn_head is not None:
-            head = variables.get("params", {})
-            for key in self.fn_head:
-                head = head.get(key, {})
-            if "kernel" in head and "multiplier" not in head:
+            head = _get_path(params, self.fn_head)
+            if "kernel" in head:
                 head.pop("bias", None)
-                head["multiplier"] = jnp.ones((1,), head["kernel"].dtype)
+                head[multiplier_name(self.fn_log_scale)] = initial_multiplier(
+                    self.fn_scale, self.fn_log_scale, head["kernel"].dtype
+                )
+        for path in self.zero_init:
+            norm = _get_path(params, path)
+            if "scale" in norm:
+                norm["scale"] = jnp.zeros_like(norm["scale"])
         return variables
 
 
-def _linen_fn_head(dense: nn.Dense, x: jax.Array) -> jax.Array:
+def _get_path(tree: dict, path) -> dict:
+    for key in path:
+        tree = tree.get(key, {})
+    return tree
+
+
+def _has_path(tree: dict, path) -> bool:
+    for key in path:
+        if not isinstance(tree, dict) or key not in tree:
+            return False
+        tree = tree[key]
+    return True
+
+
+def _fn_head_unconverted(params: dict, model: LinenLessBN) -> bool:
+    head = _get_path(params, model.fn_head)
+    return "kernel" in head and multiplier_name(model.fn_log_scale) not in head
+
+
+def _with_zero_scale(norm, next_fun, args, kwargs):
+    """Calls a BatchNorm whose scale is initialised at zero."""
+    initializer = norm.scale_init
+    # The module instance lives for this trace only; restored anyway.
+    object.__setattr__(norm, "scale_init", nn.initializers.zeros)
+    try:
+        return next_fun(*args, **kwargs)
+    finally:
+        object.__setattr__(norm, "scale_init", initializer)
+
+
+def _linen_fn_head(
+    dense: nn.Dense, x: jax.Array, scale_init=1.0, log_scale=False
+) -> jax.Array:
     """The FN head in place of `dense`, reusing its kernel variable."""
     kernel = dense.scope.param(
         "kernel",
@@ -435,10 +623,15 @@ def _linen_fn_head(dense: nn.Dense, x: jax.Array) -> jax.Array:
         (x.shape[-1], dense.features),
         dense.param_dtype,
     )
-    multiplier = dense.scope.param(
-        "multiplier", nn.initializers.ones, (1,), dense.param_dtype
+    stored = dense.scope.param(
+        multiplier_name(log_scale),
+        lambda _, shape, dtype: initial_multiplier(
+            scale_init, log_scale, dtype
+        ),
+        (1,),
+        dense.param_dtype,
     )
-    return full_normalization(x, kernel, multiplier)
+    return full_normalization(x, kernel, fn_scale(stored, log_scale))
 
 
 def _pop_path(tree: dict, path) -> None:
@@ -454,7 +647,7 @@ def _pop_path(tree: dict, path) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _nnx_plan(model, sample_inputs, fn_flag) -> LessBNPlan:
+def _nnx_plan(model, sample_inputs, **options) -> LessBNPlan:
     graph = model_graph.model_graph(model, sample_inputs)
     modules = dict(nnx.iter_modules(model))
 
@@ -463,7 +656,7 @@ def _nnx_plan(model, sample_inputs, fn_flag) -> LessBNPlan:
         _, params, _ = nnx.split(module, nnx.Param, ...)
         return sum(math.prod(x.shape) for x in jax.tree.leaves(params))
 
-    return plan_less_bn(graph, fn_flag=fn_flag, param_counts=count)
+    return plan_less_bn(graph, param_counts=count, **options)
 
 
 def _set_submodule(root, path, value) -> None:
@@ -483,8 +676,17 @@ def _apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
         _set_submodule(model, path, NNXIdentity())
     if plan.fn_head is not None:
         _set_submodule(
-            model, plan.fn_head, NNXFNHead.from_linear(modules[plan.fn_head])
+            model,
+            plan.fn_head,
+            NNXFNHead.from_linear(
+                modules[plan.fn_head],
+                scale_init=plan.fn_scale,
+                log_scale=plan.fn_log_scale,
+            ),
         )
+    for path in plan.zero_init:
+        norm = modules[path]
+        norm.scale[...] = jnp.zeros_like(norm.scale[...])
     return model
 
 
@@ -493,15 +695,31 @@ def _apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
 # ---------------------------------------------------------------------------
 
 
-def plan(model, sample_inputs, *, fn_flag: bool = False) -> LessBNPlan:
+def plan(
+    model,
+    sample_inputs,
+    *,
+    fn_flag: bool = False,
+    fn_scale: float = 1.0,
+    fn_log_scale: bool = False,
+    zero_init_residual: bool = False,
+) -> LessBNPlan:
     """The LessBN decisions for a Linen or NNX `model` (shapes only)."""
     validation.check_bool("fn_flag", fn_flag)
+    fn_scale, fn_log_scale = check_fn_scale(fn_scale, fn_log_scale)
+    validation.check_bool("zero_init_residual", zero_init_residual)
+    options = dict(
+        fn_flag=fn_flag,
+        fn_scale=fn_scale,
+        fn_log_scale=fn_log_scale,
+        zero_init_residual=zero_init_residual,
+    )
     if isinstance(model, LinenLessBN):
         model = model.network
     if isinstance(model, nn.Module):
-        return _linen_plan(model, sample_inputs, fn_flag)
+        return _linen_plan(model, sample_inputs, **options)
     if isinstance(model, nnx.Module):
-        return _nnx_plan(model, sample_inputs, fn_flag)
+        return _nnx_plan(model, sample_inputs, **options)
     raise TypeError(
         "`model` must be a Flax Linen or NNX module, got "
         f"{type(model).__name__}."
@@ -535,7 +753,14 @@ def apply_plan(model, less_bn_plan: LessBNPlan):
         )
         return model
     if isinstance(model, nn.Module):
-        return LinenLessBN(model, less_bn_plan.removed, less_bn_plan.fn_head)
+        return LinenLessBN(
+            model,
+            less_bn_plan.removed,
+            less_bn_plan.fn_head,
+            fn_scale=less_bn_plan.fn_scale,
+            fn_log_scale=less_bn_plan.fn_log_scale,
+            zero_init=less_bn_plan.zero_init,
+        )
     return _apply_nnx_plan(model, less_bn_plan)
 
 
@@ -572,7 +797,15 @@ def variables_converter(reduced_model, less_bn_plan: LessBNPlan):
     return None
 
 
-def less_bn(model, sample_inputs, *, fn_flag: bool = False):
+def less_bn(
+    model,
+    sample_inputs,
+    *,
+    fn_flag: bool = False,
+    fn_scale: float = 1.0,
+    fn_log_scale: bool = False,
+    zero_init_residual: bool = False,
+):
     """Removes BatchNorms by MindSpore's LessBN rules.
 
     MindSpore's 16 patterns are matched on the model's data flow on
@@ -584,7 +817,12 @@ def less_bn(model, sample_inputs, *, fn_flag: bool = False):
       sample_inputs: one batch of inputs (or a tuple of positional inputs);
         only shapes and dtypes are used.
       fn_flag: replace the last dense layer by an FN head (kernel copied,
-        bias dropped, multiplier 1).
+        bias dropped, scale `fn_scale`).
+      fn_scale: the FN head's initial scale (MindSpore: 1; see `FNHead`).
+      fn_log_scale: train the FN head's ``log(s)`` instead of ``s``.
+      zero_init_residual: start the BatchNorm that ends each thinned residual
+        branch at scale zero, so each block starts as the identity (for
+        training from scratch).
 
     Returns:
       Linen: a `LinenLessBN` wrapping `model` (same variable paths minus the
@@ -607,4 +845,14 @@ def less_bn(model, sample_inputs, *, fn_flag: bool = False):
       >>> sorted(variables["params"]["Dense_0"])
       ['kernel', 'multiplier']
     """
-    return apply_plan(model, plan(model, sample_inputs, fn_flag=fn_flag))
+    return apply_plan(
+        model,
+        plan(
+            model,
+            sample_inputs,
+            fn_flag=fn_flag,
+            fn_scale=fn_scale,
+            fn_log_scale=fn_log_scale,
+            zero_init_residual=zero_init_residual,
+        ),
+    )

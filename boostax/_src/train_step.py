@@ -658,13 +658,17 @@ class TrainStep:
 
     def _depths_by_first_use(self, position: int) -> list[int]:
         """The compiled depths in the order the sequence, from `position`,
-        first needs them (it wraps around)."""
+        first needs them (wrapping around, unless it does not wrap)."""
         canonical = np.array(
             [self._depth_key(k) for k in range(len(self.freezing.groups))]
         )
         sequence = self.freezing.sequence
-        start = (position // self.freezing.micro_steps) % len(sequence)
-        keys = canonical[np.roll(sequence, -start)]
+        index = position // self.freezing.micro_steps
+        if self.freezing.wrap:
+            ahead = np.roll(sequence, -(index % len(sequence)))
+        else:
+            ahead = sequence[min(index, len(sequence) - 1) :]
+        keys = canonical[ahead]
         unique, first = np.unique(keys, return_index=True)
         return [int(k) for k in unique[np.argsort(first)]]
 

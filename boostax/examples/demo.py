@@ -5,7 +5,8 @@
 Run ``python -m boostax.examples.demo`` (``--help`` for options; about five
 minutes on two CPU cores, one with ``--quick``). It trains the bundled
 ResNet with a hand-written Optax step and with ``boostax.auto_boost`` at O0,
-O1 and O2, then the algorithms of O1 and O2 alone (manual mode), from the
+O1, boostax's O1 recipe (``boostax.recipe``) and O2, then the algorithms of
+O1 and O2 alone (manual mode), from the
 same initialization and data order, and prints the speed-up over plain
 Optax taken apart (see `boostax.examples.speedup`): steps to a target test
 accuracy (evaluated every 1/8 epoch), the steady-state step-time ratio
@@ -146,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         workload = dataclasses.replace(workload, epochs=args.epochs)
     arms = [speedup.plain_arm(workload)]
     rows = [(level, level, None) for level in boostax.LEVELS]
+    # boostax's O1 recipe, beside MindSpore's O1.
+    rows.insert(2, ("O1 recipe", "O1", boostax.recipe()))
     if not args.quick:  # each level's algorithms alone
         rows += list(speedup.ALGORITHM_ROWS)
     for name, level, config in rows:

@@ -60,6 +60,10 @@ class Workload:
       epochs: the training budget (and the freezing sequence's length).
       crop_padding: `data.random_crop` augmentation (0: none).
       param_groups: gradient freezing's groups (MindSpore's default 10).
+      schedule: ``"constant"`` learning rate, or ``"cosine"``: a warm-up
+        and cosine decay stretched over the budget (`budgets`).
+      plateau_epochs: the full budget of the budget protocol: where plain
+        Optax's final accuracy (warm-up + cosine) stops improving.
     """
 
     name: str
@@ -72,6 +76,8 @@ class Workload:
     epochs: int
     crop_padding: int = 0
     param_groups: int = 10
+    schedule: str = "constant"
+    plateau_epochs: int = 12
 
     @property
     def steps_per_epoch(self) -> int:
@@ -87,6 +93,10 @@ class Workload:
         return max(1, self.steps_per_epoch // 8)
 
     def optimizer(self) -> optax.GradientTransformation:
+        if self.schedule == "cosine":
+            from boostax.examples import budgets  # noqa: PLC0415 (a cycle)
+
+            return budgets.scheduled_sgd(self.learning_rate, self.total_steps)
         return optax.sgd(self.learning_rate, momentum=0.9)
 
     def batches(self, seed: int, epoch: int):
@@ -128,6 +138,7 @@ def digits_workload(*, quick: bool = False, target: float = 0.97) -> Workload:
         target=target,
         epochs=1 if quick else 15,
         param_groups=3 if quick else 10,
+        plateau_epochs=2 if quick else 8,
     )
 
 
@@ -157,6 +168,9 @@ def digits32_workload(*, quick: bool = False, target: float = 0.95) -> Workload:
         epochs=1 if quick else 20,
         crop_padding=4,
         param_groups=3 if quick else 10,
+        # Plain Optax, warm-up + cosine, seed 0: 97.6% at 8 epochs, 98.7%
+        # at 12 and at 16, 100% at 24.
+        plateau_epochs=2 if quick else 24,
     )
 
 
@@ -279,6 +293,7 @@ def level_arm(
     # Only the sections of the algorithms that are on (another would warn).
     if enabled("grad_freeze"):
         config["grad_freeze"] = {
+            **config.get("grad_freeze", {}),
             "total_steps": workload.total_steps,
             "param_groups": workload.param_groups,
         }
@@ -301,6 +316,42 @@ def level_arm(
         train_step.predict,
         train_step=train_step,
         data_parallel=data_parallel,
+    )
+
+
+def fn_head_arm(
+    workload: Workload,
+    name: str,
+    *,
+    fn_scale: float = 1.0,
+    fn_log_scale: bool = False,
+) -> Arm:
+    """The workload's model with LessBN's FN head and every BatchNorm kept.
+
+    Isolates the FN head (MindSpore's always comes with BatchNorm removal):
+    the last dense layer becomes an FN head of initial scale `fn_scale`.
+    """
+    x = workload.digits.x_train[:1]
+    report = boostax.less_bn_report(workload.model, x, fn_flag=True)
+    head = tuple(report.fn_head.split("/"))
+    model = boostax.LinenLessBN(
+        workload.model,
+        removed=(),
+        fn_head=head,
+        fn_scale=fn_scale,
+        fn_log_scale=fn_log_scale,
+    )
+    train_step = boostax.make_train_step(
+        workload.optimizer(), model=model, loss=models.cross_entropy
+    )
+    return Arm(
+        name,
+        lambda seed: train_step.init(
+            model.convert_variables(workload.variables(seed))
+        ),
+        train_step,
+        train_step.predict,
+        train_step=train_step,
     )
 
 

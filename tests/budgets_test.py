@@ -1,0 +1,188 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The budget protocol's arithmetic (`boostax.examples.budgets`)."""
+
+import math
+from unittest import mock
+
+import numpy as np
+from absl.testing import absltest
+
+from boostax.examples import budgets
+
+
+class ScheduleTest(absltest.TestCase):
+    def test_warmup_then_cosine_to_zero(self):
+        peak, warmup, horizon = 0.1, 5.0, 100.0
+        values = [
+            float(budgets.warmup_cosine(c, peak, warmup, horizon))
+            for c in range(101)
+        ]
+        np.testing.assert_allclose(values[:5], [0.02, 0.04, 0.06, 0.08, 0.1])
+        self.assertAlmostEqual(values[5], peak, places=6)
+        mid = 5 + (horizon - warmup) / 2
+        np.testing.assert_allclose(
+            float(budgets.warmup_cosine(mid, peak, warmup, horizon)), peak / 2
+        )
+        self.assertAlmostEqual(values[100], 0.0, places=7)
+        self.assertTrue(np.all(np.diff(values[5:]) <= 1e-9))
+
+    def test_horizon_lives_in_the_state(self):
+        # Two budgets, one program: the horizon is a hyper-parameter.
+        short = budgets.scheduled_sgd(0.1, 100)
+        long = budgets.scheduled_sgd(0.1, 400)
+        params = {"w": np.zeros(2, np.float32)}
+        s, l_ = short.init(params), long.init(params)
+        self.assertEqual(float(s.hyperparams["horizon"]), 100.0)
+        self.assertEqual(float(l_.hyperparams["horizon"]), 400.0)
+        self.assertEqual(float(l_.hyperparams["warmup"]), 20.0)
+
+
+class CurveTest(absltest.TestCase):
+    def test_time_to_reach_interpolates_between_budgets(self):
+        curve = [(10.0, 0.90), (20.0, 0.94), (40.0, 0.96)]
+        self.assertAlmostEqual(budgets.time_to_reach(curve, 0.95), 30.0)
+        self.assertAlmostEqual(budgets.time_to_reach(curve, 0.94), 20.0)
+        # Reached at the smallest budget: that budget's time (a bound).
+        self.assertAlmostEqual(budgets.time_to_reach(curve, 0.8), 10.0)
+        self.assertIsNone(budgets.time_to_reach(curve, 0.97))
+        # Order of the points does not matter; a dip does not hide the
+        # first crossing.
+        dip = [(40.0, 0.95), (10.0, 0.96), (20.0, 0.93)]
+        self.assertAlmostEqual(budgets.time_to_reach(dip, 0.955), 10.0)
+
+    def test_run_seconds_follow_the_depths(self):
+        costs = {0: 1.0, 3: 0.5}
+        run = budgets.BudgetRun(1.0, 0, 4, 0.9, [0, 0, 3, 3], 0.0)
+        self.assertAlmostEqual(budgets.run_seconds(run, costs, 2.0), 6.0)
+        plain = budgets.BudgetRun(1.0, 0, 4, 0.9, None, 0.0)
+        self.assertAlmostEqual(
+            budgets.run_seconds(plain, {None: 0.8}, 2.0), 6.4
+        )
+
+    def test_summarize(self):
+        def run(fraction, seed, accuracy, seconds):
+            r = budgets.BudgetRun(fraction, seed, 1, accuracy, None, 0.0)
+            r.seconds = seconds
+            return r
+
+        fractions = (0.5, 1.0)
+        plain = [run(0.5, s, 0.90, 50.0) for s in range(2)] + [
+            run(1.0, s, a, 100.0) for s, a in enumerate([0.95, 0.96, 0.95])
+        ]
+        fast = [run(0.5, s, 0.95, 40.0) for s in range(2)] + [
+            run(1.0, s, 0.97, 80.0) for s in range(3)
+        ]
+        slow = [run(0.5, s, 0.80, 60.0) for s in range(2)] + [
+            run(1.0, s, a, 120.0) for s, a in enumerate([0.949, 0.94, 0.96])
+        ]
+        summary = budgets.summarize(
+            {"plain": plain, "fast": fast, "slow": slow}, fractions
+        )
+        self.assertAlmostEqual(summary["target_accuracy"], 0.95)
+        self.assertAlmostEqual(summary["plain_full_budget_seconds"], 100.0)
+        arms = summary["arms"]
+        # Plain's seed 1 ends above the median: it gets there earlier.
+        self.assertAlmostEqual(arms["plain"]["speedup"][0], 1.0)
+        self.assertAlmostEqual(
+            arms["plain"]["speedup"][1], 100.0 / (50.0 + 50.0 * 5 / 6)
+        )
+        self.assertEqual(arms["fast"]["speedup"], {0: 2.5, 1: 2.5})
+        # Seed 0 of "slow" misses by 0.1 point: a miss, but within 0.2.
+        self.assertEqual(arms["slow"]["speedup"], {0: None, 1: None})
+        self.assertEqual(arms["slow"]["misses"], 2)
+        reached = 60.0 + (0.948 - 0.80) / (0.949 - 0.80) * 60.0
+        # Plain's median curve reaches 0.948 at 98 s.
+        self.assertAlmostEqual(
+            summary["plain_seconds_to_target_within_tolerance"], 98.0
+        )
+        self.assertAlmostEqual(
+            arms["slow"]["speedup_within_tolerance"][0], 98.0 / reached
+        )
+        # A miss counts as the slowest seed: the median of two is a miss.
+        self.assertIsNone(arms["slow"]["speedup_within_tolerance_median"])
+        self.assertEqual(arms["slow"]["misses_within_tolerance"], 1)
+        self.assertIsNone(arms["slow"]["speedup_within_tolerance_worst"])
+        self.assertTrue(
+            math.isclose(arms["fast"]["full_budget_accuracy_delta"], 0.02)
+        )
+        text = budgets.format_summary(summary)
+        self.assertIn("fast", text)
+
+    def test_plain_that_plateaus_early_is_its_own_reference(self):
+        def run(fraction, seed, accuracy, seconds):
+            r = budgets.BudgetRun(fraction, seed, 1, accuracy, None, 0.0)
+            r.seconds = seconds
+            return r
+
+        # Plain is done at half its budget; "level" reaches the same
+        # accuracy only at its full budget, in 80% of plain's full time.
+        plain = [run(0.5, s, 0.99, 50.0) for s in range(3)] + [
+            run(1.0, s, 0.99, 100.0) for s in range(3)
+        ]
+        level = [run(0.5, s, 0.98, 40.0) for s in range(3)] + [
+            run(1.0, s, 0.99, 80.0) for s in range(3)
+        ]
+        summary = budgets.summarize(
+            {"plain": plain, "level": level}, (0.5, 1.0)
+        )
+        self.assertAlmostEqual(summary["plain_seconds_to_target"], 50.0)
+        arms = summary["arms"]
+        self.assertAlmostEqual(arms["plain"]["speedup_median"], 1.0)
+        self.assertAlmostEqual(arms["level"]["speedup_median"], 50.0 / 80.0)
+        # Over plain's whole full budget both would look faster.
+        self.assertAlmostEqual(
+            arms["plain"]["speedup_vs_full_budget_median"], 2.0
+        )
+        self.assertAlmostEqual(
+            arms["level"]["speedup_vs_full_budget_median"], 100.0 / 80.0
+        )
+
+    def test_median_counts_misses_as_slowest(self):
+        self.assertEqual(budgets._median([1.0, None, 3.0]), 1.0)
+        self.assertIsNone(budgets._median([1.0, None, None]))
+        self.assertEqual(budgets._median([2.0, 4.0]), 3.0)
+        self.assertIsNone(budgets._median([]))
+
+
+class ReuseTest(absltest.TestCase):
+    def test_reused_runs_are_not_trained_and_are_timed_anew(self):
+        class Arm:
+            def __init__(self, name):
+                self.name = name
+
+        makers = [
+            budgets.Maker(name, lambda workload, name=name: Arm(name))
+            for name in ("plain optax", "level")
+        ]
+        earlier = budgets.BudgetRun(1.0, 0, 7, 0.5, None, 3.0, seconds=99.0)
+        trained = []
+
+        def train(arm, workload, fraction, seed):
+            trained.append((arm.name, fraction, seed))
+            return budgets.BudgetRun(fraction, seed, 10, 0.9, None, 0.0)
+
+        costs = (2.0, {"plain optax": {None: 1.0}, "level": {None: 0.5}})
+        with (
+            mock.patch.object(budgets, "budget", lambda w, f: w),
+            mock.patch.object(budgets, "train_budget", train),
+            mock.patch.object(budgets, "depth_step_costs", return_value=costs),
+        ):
+            runs, summary = budgets.measure(
+                makers,
+                workload=mock.Mock(epochs=4),
+                budgets=(1.0,),
+                full_budget_seeds=1,
+                progress=lambda line: None,
+                reuse={"plain optax": [earlier]},
+            )
+        self.assertEqual(trained, [("level", 1.0, 0)])
+        (plain,) = runs["plain optax"]
+        self.assertEqual((plain.steps, plain.final_accuracy), (7, 0.5))
+        self.assertEqual(plain.seconds, 7 * 2.0)  # this run's step cost
+        self.assertEqual(runs["level"][0].seconds, 10 * 0.5 * 2.0)
+        self.assertEqual(earlier.seconds, 99.0)  # the input is left alone
+
+
+if __name__ == "__main__":
+    absltest.main()
