@@ -348,11 +348,7 @@ def measure_budget_workload(workload, rows, args) -> dict:
     if args.reuse_plain:
         with open(args.reuse_plain) as f:
             earlier = json.load(f)["workloads"][workload.name]["runs"]
-        reuse = {
-            "plain optax": [
-                budgets.BudgetRun(**run) for run in earlier["plain optax"]
-            ]
-        }
+        reuse = budgets.runs_from_json({"plain optax": earlier["plain optax"]})
     runs, summary = budgets.measure(
         makers,
         workload,
@@ -403,10 +399,7 @@ def resummarize(path: str, argv) -> dict:
     with open(path) as f:
         result = json.load(f)
     for name, workload in result["workloads"].items():
-        runs = {
-            arm: [budgets.BudgetRun(**run) for run in arm_runs]
-            for arm, arm_runs in workload["runs"].items()
-        }
+        runs = budgets.runs_from_json(workload["runs"])
         earlier = workload["summary"]
         summary = budgets.summarize(runs, workload["fractions"])
         for key in ("plain_seconds_per_step", "step_cost_by_depth"):

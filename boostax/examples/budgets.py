@@ -260,6 +260,37 @@ def _median(values):
     return statistics.fmean(middle)
 
 
+def _budget_stats(
+    arm_runs: Sequence[BudgetRun], budgets: Sequence[float], plain_time: float
+) -> dict[str, dict[str, Any]]:
+    """Per budget: the seeds' accuracies and the median time (also relative
+    to `plain_time`, plain's full budget)."""
+    stats = {}
+    for fraction in budgets:
+        at = [r for r in arm_runs if r.fraction == fraction]
+        accuracies = [r.final_accuracy for r in at]
+        seconds = statistics.median(r.seconds for r in at)
+        stats[str(fraction)] = {
+            "seeds": [r.seed for r in at],
+            "accuracy": accuracies,
+            "accuracy_median": statistics.median(accuracies),
+            "accuracy_min": min(accuracies),
+            "accuracy_max": max(accuracies),
+            "seconds_median": seconds,
+            "relative_time_median": seconds / plain_time,
+            "steps": at[0].steps,
+        }
+    return stats
+
+
+def runs_from_json(runs: dict[str, list[dict]]) -> dict[str, list[BudgetRun]]:
+    """``{arm: [BudgetRun]}`` from a result's stored ``runs``."""
+    return {
+        arm: [BudgetRun(**run) for run in arm_runs]
+        for arm, arm_runs in runs.items()
+    }
+
+
 def summarize(
     runs: dict[str, list[BudgetRun]], budgets: Sequence[float]
 ) -> dict[str, Any]:
@@ -277,15 +308,8 @@ def summarize(
     # or less where plain plateaus before it (then the full budget would
     # flatter every arm).
     plain_curve = [
-        (
-            statistics.median(
-                r.seconds for r in runs[plain_name] if r.fraction == f
-            ),
-            statistics.median(
-                r.final_accuracy for r in runs[plain_name] if r.fraction == f
-            ),
-        )
-        for f in budgets
+        (b["seconds_median"], b["accuracy_median"])
+        for b in _budget_stats(runs[plain_name], budgets, plain_time).values()
     ]
     reference = {
         goal: time_to_reach(plain_curve, goal) or plain_time
@@ -328,21 +352,7 @@ def summarize(
         # The issue's literal ratio: plain's whole full budget over the arm's
         # time to plain's full-budget accuracy.
         literal = speedups(target, plain_time)
-        per_budget = {}
-        for fraction in budgets:
-            at = [r for r in arm_runs if r.fraction == fraction]
-            accuracies = [r.final_accuracy for r in at]
-            per_budget[str(fraction)] = {
-                "seeds": [r.seed for r in at],
-                "accuracy": accuracies,
-                "accuracy_median": statistics.median(accuracies),
-                "accuracy_min": min(accuracies),
-                "accuracy_max": max(accuracies),
-                "seconds_median": statistics.median(r.seconds for r in at),
-                "relative_time_median": statistics.median(r.seconds for r in at)
-                / plain_time,
-                "steps": at[0].steps,
-            }
+        per_budget = _budget_stats(arm_runs, budgets, plain_time)
         full_runs = [r for r in arm_runs if r.fraction == full]
         out["arms"][name] = {
             "budgets": per_budget,
