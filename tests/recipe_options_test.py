@@ -123,6 +123,25 @@ class FNScaleTest(parameterized.TestCase):
             moved_alike = jax.tree.map(np.allclose, other, plain)
             self.assertFalse(all(jax.tree.leaves(moved_alike)))
 
+    @parameterized.parameters({"fn_scale": 4.0}, {"fn_log_scale": True})
+    def test_scale_without_fn_head_is_refused(self, **options):
+        model = models.ResNet(stage_sizes=(1,), widths=(16,))
+        with self.assertRaisesRegex(ValueError, "`fn_flag=True`"):
+            boostax.less_bn(model, X8, fn_flag=False, **options)
+        config = {
+            "boost": {"mode": "manual", "grad_freeze": False},
+            "less_bn": {"fn_flag": False, **options},
+        }
+        with self.assertRaisesRegex(ValueError, "`fn_flag=True`"):
+            boostax.auto_boost(
+                "O1",
+                config,
+                optimizer=optax.sgd(0.1),
+                model=model,
+                loss=models.cross_entropy,
+                sample_inputs=X8,
+            )
+
     @parameterized.parameters(0.0, -1.0, math.inf, "10")
     def test_bad_scale(self, scale):
         with self.assertRaisesRegex((TypeError, ValueError), "`fn_scale`"):

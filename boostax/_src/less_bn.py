@@ -708,6 +708,12 @@ def plan(
     validation.check_bool("fn_flag", fn_flag)
     fn_scale, fn_log_scale = check_fn_scale(fn_scale, fn_log_scale)
     validation.check_bool("zero_init_residual", zero_init_residual)
+    if not fn_flag and (fn_scale != 1.0 or fn_log_scale):
+        raise ValueError(
+            "`fn_scale` and `fn_log_scale` set the FN head, which only "
+            "`fn_flag=True` builds: got fn_flag=False with "
+            f"fn_scale={fn_scale!r}, fn_log_scale={fn_log_scale!r}."
+        )
     options = dict(
         fn_flag=fn_flag,
         fn_scale=fn_scale,
