@@ -308,8 +308,10 @@ def _o1_row(name: str, **sections) -> tuple[str, str, dict]:
 
 
 # The arms of the budget protocol, beside plain Optax: MindSpore's O1 and
-# the recipe; with --budget-ablation, each of the recipe's changes alone
-# and MindSpore's freezing alone.
+# the recipe; with --budget-ablation, each of the recipe's changes alone,
+# MindSpore's freezing alone, and LessBN's options beside MindSpore's:
+# BatchNorm removal with blocks that start as the identity, and the FN head
+# alone (every BatchNorm kept) at MindSpore's scale and at boostax's best.
 BUDGET_ROWS = (
     ("O1", "O1", None),
     ("recipe", "O1", boostax.recipe()),
@@ -326,6 +328,11 @@ BUDGET_ABLATION_ROWS = (
         boost={"less_bn": False},
         grad_freeze=boostax.recipe()["grad_freeze"],
     ),
+    _less_bn_row(
+        "BN+zero", fn_flag=False, gc_flag=False, zero_init_residual=True
+    ),
+    ("FN s=1", "fn_head", {"fn_scale": 1.0}),
+    ("FN s=16 log", "fn_head", {"fn_scale": 16.0, "fn_log_scale": True}),
 )
 
 
@@ -334,7 +341,10 @@ def measure_budget_workload(workload, rows, args) -> dict:
     from boostax.examples import budgets
 
     makers = [budgets.plain_maker()] + [
-        budgets.level_maker(name, level, config) for name, level, config in rows
+        budgets.fn_head_maker(name, **config)
+        if level == "fn_head"
+        else budgets.level_maker(name, level, config)
+        for name, level, config in rows
     ]
     fractions = tuple(args.budget_fractions)
     print(

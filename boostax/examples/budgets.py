@@ -115,6 +115,13 @@ def level_maker(name: str, level: str, config: dict | None = None) -> Maker:
     )
 
 
+def fn_head_maker(name: str, **fn_head) -> Maker:
+    """The FN head alone, every BatchNorm kept (`speedup.fn_head_arm`)."""
+    return Maker(
+        name, lambda workload: speedup.fn_head_arm(workload, name, **fn_head)
+    )
+
+
 @dataclasses.dataclass
 class BudgetRun:
     """One arm trained from one seed for one budget.
