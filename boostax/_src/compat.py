@@ -742,8 +742,7 @@ def freeze_cell(
         )
     step = _freezing_train_step(network, optimizer, loss)
     cells = FreezeCells(
-        functools.partial(step._call, k)
-        for k in range(len(optimizer.optimizers))
+        step.at_depth(k) for k in range(len(optimizer.optimizers))
     )
     cells.train_step = step
     return cells

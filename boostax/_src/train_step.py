@@ -720,6 +720,23 @@ class TrainStep:
             self._executable(key, state, batch)
         return dict(self._compiled)
 
+    def at_depth(self, depth: int | None):
+        """``step(state, batch)`` that always trains at freeze `depth`.
+
+        Bypasses the freezing sequence (MindSpore's ``freeze_cell`` cells
+        are one such step per depth); the state's position still advances.
+        """
+        if depth is not None and self._freezing_for is None:
+            raise ValueError(
+                "`depth` must be None without freezing, "
+                f"{validation.got(depth)}."
+            )
+
+        def step(state, batch):
+            return self._call(depth, state, self._batch(batch))
+
+        return step
+
     @property
     def model(self):
         """The model being trained (after LessBN), ``None`` for a function."""
