@@ -9,6 +9,7 @@ import optax
 from absl.testing import absltest
 
 import boostax
+from boostax._src import executables
 from boostax._src import train_step as train_step_lib
 from boostax.examples import models
 from tests import _utils
@@ -82,9 +83,10 @@ class BackgroundCompileTest(absltest.TestCase):
         ts, state = _step(background=False)
         sequence = ts.freezing.sequence
         for position in (0, 7, len(sequence) - 1):
-            order = ts._depths_by_first_use(position)
+            order = executables.keys_by_first_use(ts.freezing, position)
             rolled = [
-                ts._depth_key(int(d)) for d in np.roll(sequence, -position)
+                ts.freezing.canonical_depth(int(d))
+                for d in np.roll(sequence, -position)
             ]
             expected = list(dict.fromkeys(rolled))
             self.assertEqual(order, expected)

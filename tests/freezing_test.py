@@ -296,8 +296,8 @@ class FrozenStepTest(parameterized.TestCase):
         depth = 2
         trainable = set(ts.freezing.groups[depth])
         # Warm the moments up with a full step first.
-        state, _ = ts._call(0, state, batch)
-        new_state, metrics = ts._call(depth, state, batch)
+        state, _ = ts.at_depth(0)(state, batch)
+        new_state, metrics = ts.at_depth(depth)(state, batch)
         self.assertEqual(int(metrics["frozen_groups"]), depth)
         before, after = _leaves(state.params), _leaves(new_state.params)
         mu_before = _leaves(state.opt_state[1][0].mu)
@@ -330,7 +330,7 @@ class FrozenStepTest(parameterized.TestCase):
             model.init(jax.random.PRNGKey(0), X, train=False)
         )
         batch = _batch()
-        new_state, _ = ts._call(0, state, batch)
+        new_state, _ = ts.at_depth(0)(state, batch)
         expected, _ = plain(plain_state, batch)
         _utils.assert_trees_equal(new_state.params, expected.params)
         _utils.assert_trees_equal(new_state.opt_state, expected.opt_state)
@@ -354,7 +354,7 @@ class FrozenStepTest(parameterized.TestCase):
         expected = jax.tree.map(
             lambda p, g, m: p - 0.1 * g if m else p, state.params, grads, mask
         )
-        new_state, _ = ts._call(depth, state, batch)
+        new_state, _ = ts.at_depth(depth)(state, batch)
         _utils.assert_trees_all_close(
             new_state.params, expected, rtol=1e-5, atol=1e-7
         )

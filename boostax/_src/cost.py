@@ -34,7 +34,6 @@ from jax.sharding import PartitionSpec as P
 
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
-from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src import validation
 
@@ -491,30 +490,10 @@ def _ratio(value: float, reference: float) -> str:
     return f"{value / reference:.3f}" if reference else "-"
 
 
-def _names(train_step) -> dict[Any, str]:
-    if train_step.freezing is None:
+def _names(shares) -> dict[Any, str]:
+    if list(shares) == [None]:
         return {None: "step"}
-    keys = sorted(
-        {train_step._depth_key(int(d)) for d in train_step.freezing.sequence}
-    )
-    return {k: f"depth {k}" for k in keys}
-
-
-def _shares(train_step) -> dict[Any, float]:
-    """How often each compiled step runs over the freezing sequence."""
-    if train_step.freezing is None:
-        return {None: 1.0}
-    keys = np.array(
-        [
-            train_step._depth_key(int(d))
-            for d in range(len(train_step.freezing.groups))
-        ]
-    )[train_step.freezing.sequence]
-    values, counts = np.unique(keys, return_counts=True)
-    return {
-        int(v): float(c) / len(keys)
-        for v, c in zip(values, counts, strict=True)
-    }
+    return {k: f"depth {k}" for k in sorted(shares)}
 
 
 def _plain_step(train_step, state, batch):
@@ -528,27 +507,10 @@ def _plain_step(train_step, state, batch):
             "a jitted `step(state, batch)`) and `baseline_state=`."
         )
     single = train_step_lib.make_train_step(**recipe.kwargs)
-    objective = single.objective
-    if isinstance(objective, objectives_lib.LinenObjective):
-        inputs, _ = objectives_lib.inputs_and_targets(
-            batch, objective.batch_keys
-        )
 
-        def init():
-            variables = objective.module.init(
-                jax.random.PRNGKey(0), inputs, **objective.eval_kwargs
-            )
-            return single.init(variables)
-
-    elif isinstance(objective, objectives_lib.NNXObjective):
-
-        def init():
-            return single.init(objective.module)
-
-    else:
-
-        def init():
-            return single.init(state.params)
+    def init():
+        variables = single.objective.initial_variables(batch)
+        return single.init(state.params if variables is None else variables)
 
     abstract_state = jax.eval_shape(init)
     if recipe.mesh is None:
@@ -666,7 +628,7 @@ def cost_report(
         plain_compiled, plain_seconds = baseline, None
     elif isinstance(baseline, train_step_lib.TrainStep):
         plain_compiled, plain_seconds = _compile_timed(
-            baseline._jitted(None), baseline_state, baseline._batch(batch)
+            baseline, baseline_state, batch
         )
     else:
         plain_compiled, plain_seconds = _compile_timed(
@@ -674,8 +636,8 @@ def cost_report(
         )
 
     compiled = train_step.compile_all(state, batch)
-    names = _names(train_step)
-    shares = _shares(train_step)
+    shares = train_step.program_shares()
+    names = _names(shares)
     costs = {"plain": executable_cost(plain_compiled)}
     costs.update({names[k]: executable_cost(compiled[k]) for k in names})
     compile_seconds = {} if plain_seconds is None else {"plain": plain_seconds}

@@ -140,7 +140,7 @@ def to_flax_train_state(
         step=state.step,
         apply_fn=getattr(model, "apply", None),
         params=state.params,
-        tx=train_step.optimizer,
+        tx=train_step.plan(state.params).optimizer,
         opt_state=state.opt_state,
         **model_state,
         **fields,

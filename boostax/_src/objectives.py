@@ -70,6 +70,15 @@ class Objective(Protocol):
     def predict(self, params: PyTree, model_state: PyTree, inputs: Any) -> Any:
         """The model's outputs in evaluation mode."""
 
+    def check_batch(self, batch: Any) -> None:
+        """Raises, before tracing, on a batch the loss cannot take (shapes
+        only: no device transfer)."""
+
+    def initial_variables(self, batch: Any) -> Any:
+        """Fresh variables of the model for `batch` (what `split` takes), or
+        ``None`` when there is no model to initialise (a loss function of
+        the params)."""
+
 
 def inputs_and_targets(batch, batch_keys=None) -> tuple[Any, Any]:
     """``(inputs, targets)`` of a model batch.
@@ -412,6 +421,12 @@ class LinenObjective:
     def check_batch(self, batch) -> None:
         check_batch_sizes(inputs_and_targets(batch, self.batch_keys))
 
+    def initial_variables(self, batch):
+        inputs, _ = inputs_and_targets(batch, self.batch_keys)
+        return self.module.init(
+            jax.random.PRNGKey(0), inputs, **self.eval_kwargs
+        )
+
     def loss_fn(self, params, model_state, batch, rng):
         inputs, targets = inputs_and_targets(batch, self.batch_keys)
         rngs = {
@@ -508,6 +523,10 @@ class NNXObjective:
     def check_batch(self, batch) -> None:
         check_batch_sizes(inputs_and_targets(batch, self.batch_keys))
 
+    def initial_variables(self, batch):
+        del batch  # an NNX module is its own variables
+        return self.module
+
     def loss_fn(self, params, model_state, batch, rng):
         del rng  # NNX modules carry their own RNG streams in model_state.
         inputs, targets = inputs_and_targets(batch, self.batch_keys)
@@ -548,6 +567,13 @@ class FunctionObjective:
     def merge(self, params, model_state):
         del model_state
         return params
+
+    def check_batch(self, batch) -> None:
+        del batch  # any pytree the loss takes
+
+    def initial_variables(self, batch):
+        del batch  # a loss function has no model to initialise
+        return None
 
     def loss_fn(self, params, model_state, batch, rng):
         del rng

@@ -1,47 +1,50 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""`TrainState` and the builder of the jitted train step.
+"""`TrainStep`: a train step's builder and executables, run.
 
-One step is::
-
-    rng            = fold_in(state.rng, state.step)
-    loss, grads    = value_and_grad(loss_fn)(params, model_state, batch, rng)
-    updates, opt   = optimizer.update(grads, opt_state, params, ...)
-    params         = params + updates
-
-traced and compiled once. Everything that changes during training lives in
-the `TrainState` pytree, so a state saved at step n and restored continues
-exactly as the uninterrupted run.
+`boostax.make_train_step` and `boostax.auto_boost` return a `TrainStep`.
+What one step computes is built by a `StepBuilder` (`step_builder.py`);
+its compiled programs, one per freeze depth, are an `Executables`
+(`executables.py`). A `TrainStep` picks the program of each call from the
+freezing sequence, checks the states it did not return, and watches for
+runs of skipped steps.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-import threading
-import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
-import flax.struct
 import jax
-import jax.numpy as jnp
-import numpy as np
 import optax
 
-from boostax._src import accumulation as accumulation_lib
-from boostax._src import adasum as adasum_lib
 from boostax._src import data_parallel as data_parallel_lib
-from boostax._src import dim_reduce as dim_reduce_lib
+from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
-from boostax._src import step_checks, user_warnings, validation
+from boostax._src import step_builder as step_builder_lib
+from boostax._src import user_warnings, validation
+from boostax._src.step_builder import (  # noqa: F401 (the step's API)
+    STEP_METRICS,
+    StepPlan,
+    check_optimizer,
+    check_skip_options,
+    optimizer_metrics,
+)
+from boostax._src.train_state import AlgorithmStates, TrainState
 
 PyTree = Any
+
+__all__ = (
+    "AlgorithmStates",
+    "PlainRecipe",
+    "TrainState",
+    "TrainStep",
+    "make_train_step",
+)
 
 # Whether a `TrainStep` with gradient freezing compiles its freeze depths in
 # background threads by default (``BOOSTAX_BACKGROUND_COMPILE=0`` turns the
@@ -51,54 +54,6 @@ BACKGROUND_COMPILE = os.environ.get("BOOSTAX_BACKGROUND_COMPILE", "1") != "0"
 # The most steps whose skip flags the host holds before reading them: a
 # run of skipped steps is noticed at most this many steps late.
 SKIP_CHECK_WINDOW = 100
-
-# Objectives whose batches are ``(inputs, targets)`` pairs (their batch
-# sizes are checked before tracing).
-_MODEL_OBJECTIVES = (objectives_lib.LinenObjective, objectives_lib.NNXObjective)
-
-
-class AlgorithmStates(NamedTuple):
-    """One slot for each algorithm whose state lives outside the optimizer.
-
-    A slot is ``None`` while its algorithm is off. Algorithms that are Optax
-    transforms (accumulation, AdaSum, DimReduce, gradient centralization)
-    keep their state in ``TrainState.opt_state`` instead.
-
-    Attributes:
-      loss_scale: loss-scaling state (static, dynamic or per group).
-      freeze: position in the gradient-freezing sequence.
-    """
-
-    loss_scale: PyTree = None
-    freeze: PyTree = None
-
-
-class TrainState(flax.struct.PyTreeNode):
-    """Everything a train step reads and writes, as one pytree.
-
-    Only arrays: it goes through ``jax.jit``, ``jax.tree.map`` and
-    checkpointing (Orbax) unchanged. Use ``state.replace(...)`` to change a
-    field.
-
-    Attributes:
-      step: number of train steps taken (calls of the step), ``int32``
-        scalar; with gradient accumulation over k micro-steps these are
-        micro-steps, and ``step // k`` is the update (the optimizer's own
-        count, and its schedules, count updates).
-      params: the trainable parameters.
-      opt_state: the optimizer's state.
-      model_state: non-trainable model variables (BatchNorm statistics,
-        NNX RNG counters); ``None`` for a plain loss function.
-      rng: the base PRNG key; step ``i`` uses ``fold_in(rng, i)``.
-      algorithms: the `AlgorithmStates` of the boost algorithms.
-    """
-
-    step: jax.Array
-    params: PyTree
-    opt_state: optax.OptState
-    model_state: PyTree
-    rng: jax.Array
-    algorithms: AlgorithmStates = AlgorithmStates()
 
 
 class PlainRecipe(NamedTuple):
@@ -113,14 +68,6 @@ class PlainRecipe(NamedTuple):
 
     kwargs: dict[str, Any]
     mesh: Any = None
-
-
-def check_optimizer(optimizer) -> None:
-    if not isinstance(optimizer, optax.GradientTransformation):
-        raise TypeError(
-            "`optimizer` must be an optax.GradientTransformation (e.g. "
-            f"optax.sgd(0.1)), got {type(optimizer).__name__}."
-        )
 
 
 class TrainStep:
@@ -183,12 +130,23 @@ class TrainStep:
     batch (this process's share of it) over the devices, and the metrics
     are averaged over them.
 
+    A step is two parts with public seams: its `builder` (a `StepBuilder`:
+    the settings, the plan, the initial state and the pure step function of
+    each freeze depth) and its `executables` (an `Executables`: the jitted
+    and compiled program of each depth, the background compiles). This
+    class runs them: it picks the depth from the sequence, checks states it
+    did not return, and watches for skipped steps.
+
     Attributes:
+      builder: the `StepBuilder`.
+      executables: the `Executables`.
       objective: the `Objective` being trained.
-      optimizer: the Optax optimizer.
+      optimizer: the Optax optimizer given (the step runs
+        ``plan(params).optimizer``, which adds the data-parallel stages).
       config: the `BoostConfig` it was built from (``None`` when built by
         `make_train_step`).
-      freezing: the `Freezing` plan, or ``None``.
+      freezing: the `Freezing` plan, or ``None`` (given as a function of
+        the parameters, it is built from the first state the step sees).
       data_parallel: the `DataParallel` plan, or ``None``.
       trace_count: how many times a step has been traced (once per freeze
         depth used, for fixed shapes).
@@ -225,61 +183,93 @@ class TrainStep:
         max_consecutive_skips: int | None = 100,
         raise_on_skips: bool = False,
     ):
-        check_optimizer(optimizer)
-        loss_scale_lib.check_loss_scale(loss_scale)
         validation.check_bool("donate_state", donate_state)
         validation.check_optional_bool("background_compile", background_compile)
         check_skip_options(
             skip_nonfinite, max_consecutive_skips, raise_on_skips
         )
-        self.skip_nonfinite = skip_nonfinite
+        self.builder = step_builder_lib.StepBuilder(
+            objective,
+            optimizer,
+            loss_scale=loss_scale,
+            freezing=freezing,
+            data_parallel=data_parallel,
+            skip_nonfinite=skip_nonfinite,
+        )
+        self.executables = executables_lib.Executables(
+            self._function, donate_state=donate_state
+        )
+        self.config = config
         self.max_consecutive_skips = max_consecutive_skips
         self.raise_on_skips = raise_on_skips
-        # Host side: skip flags not read yet, and the current run of skips.
-        self._skip_flags: list[jax.Array] = []
-        self._skip_run = 0
-        if data_parallel is not None and not isinstance(
-            data_parallel, data_parallel_lib.DataParallel
-        ):
-            raise TypeError(
-                "`data_parallel` must be a boostax.DataParallel, got "
-                f"{type(data_parallel).__name__}."
-            )
-        self.data_parallel = data_parallel
-        self.objective = objective
-        self.optimizer = optimizer
-        self.config = config
-        self.loss_scale = loss_scale
-        self.trace_count = 0
-        self._freezing_for = freezing
-        self.freezing = (
-            freezing if isinstance(freezing, freezing_lib.Freezing) else None
-        )
-        self._donate = (0,) if donate_state else ()
-        self._steps: dict[int | None, Any] = {}
-        self._compiled: dict[int | None, Any] = {}
-        self._pending: dict[int | None, Future] = {}
-        self._compiler: ThreadPoolExecutor | None = None
-        # Tracing runs one at a time (it holds the GIL anyway); XLA's
-        # compilation, which releases it, runs in parallel.
-        self._trace_lock = threading.Lock()
-        self._count_lock = threading.Lock()
-        # The state this step last returned (or `init` built), and its
-        # freeze position: such a state needs no check and no device read.
-        self._last: tuple[weakref.ref, int | None] | None = None
-        self._prepared = False
-        # Tree structures of the fields of the state `init` built.
-        self._template: dict[str, Any] | None = None
-        self._predict = jax.jit(objective.predict)
         self.background_compile = (
             BACKGROUND_COMPILE
             if background_compile is None
             else background_compile
         )
-        self.compile_seconds: dict[int | None, float] = {}
-        self.compile_wait_seconds = 0.0
         self.less_bn_report = None
         self.plain_recipe: PlainRecipe | None = None
+        # Host side: skip flags not read yet, and the current run of skips.
+        self._skip_flags: list[jax.Array] = []
+        self._skip_run = 0
+        # The state this step last returned, and its freeze position: such
+        # a state needs no check and no device read.
+        self._last: tuple[weakref.ref, int | None] | None = None
+        self._predict = jax.jit(objective.predict)
+
+    # -- what the step was built from (read-only views) --------------------
+
+    @property
+    def objective(self) -> objectives_lib.Objective:
+        return self.builder.objective
+
+    @property
+    def optimizer(self) -> optax.GradientTransformation:
+        return self.builder.optimizer
+
+    @property
+    def loss_scale(self) -> loss_scale_lib.LossScale | None:
+        return self.builder.loss_scale
+
+    @property
+    def data_parallel(self) -> data_parallel_lib.DataParallel | None:
+        return self.builder.data_parallel
+
+    @property
+    def skip_nonfinite(self) -> bool:
+        return self.builder.skip_nonfinite
+
+    @property
+    def freezing(self) -> freezing_lib.Freezing | None:
+        plan = self.builder.current_plan
+        if plan is not None:
+            return plan.freezing
+        given = self.builder.freezing
+        return given if isinstance(given, freezing_lib.Freezing) else None
+
+    @property
+    def trace_count(self) -> int:
+        return self.builder.trace_count
+
+    @property
+    def compile_seconds(self) -> dict[int | None, float]:
+        return self.executables.compile_seconds
+
+    @property
+    def compile_wait_seconds(self) -> float:
+        return self.executables.compile_wait_seconds
+
+    @property
+    def pending_compiles(self) -> int:
+        """How many executables are still compiling in the background."""
+        return self.executables.pending_compiles
+
+    def plan(self, params) -> StepPlan:
+        """The `StepPlan` (optimizer with its data-parallel stages, freezing
+        plan) the step runs for `params`."""
+        return self.builder.plan(params)
+
+    # -- state ------------------------------------------------------------
 
     def init(self, variables: Any, *, rng: jax.Array | None = None):
         """Builds the initial `TrainState`.
@@ -294,61 +284,7 @@ class TrainStep:
         Returns:
           A `TrainState` at step 0.
         """
-        params, model_state = self.objective.split(variables)
-        self._prepare(params)
-        state = TrainState(
-            step=jnp.zeros([], jnp.int32),
-            params=params,
-            opt_state=self._init_opt_state(params),
-            model_state=model_state,
-            rng=step_checks.check_rng(rng),
-            algorithms=self._init_algorithms(),
-        )
-        self._template = {
-            name: jax.tree.structure(getattr(state, name))
-            for name in ("params", "model_state")
-        }
-        if self.data_parallel is not None:
-            state = self.data_parallel.place_state(state)
-        self._last = (weakref.ref(state), 0 if self.freezing else None)
-        return state
-
-    def _prepare(self, params) -> None:
-        """Builds, once, what depends on the parameters: the data-parallel
-        optimizer (AdaSum added where the plan needs it), the freezing plan
-        and the loss-scale groups."""
-        if self._prepared:
-            return
-        if self.data_parallel is not None:
-            self.optimizer = self.data_parallel.optimizer(
-                self.optimizer, params
-            )
-        if isinstance(self.loss_scale, loss_scale_lib.GroupLossScale):
-            self.loss_scale.labels(params)  # validate the groups now
-        if self._freezing_for is not None and self.freezing is None:
-            self.freezing = self._freezing_for(params)
-        if self.freezing is not None:
-            step_checks.check_freezing_accumulation(
-                self.freezing,
-                self.optimizer,
-                jax.eval_shape(self._init_opt_state, params),
-            )
-        self._prepared = True
-
-    def _init_opt_state(self, params):
-        if self.freezing is not None:
-            return self.freezing.init_opt_state(self.optimizer, params)
-        return self.optimizer.init(params)
-
-    def _init_algorithms(self) -> AlgorithmStates:
-        algorithms = AlgorithmStates()
-        if self.loss_scale is not None:
-            algorithms = algorithms._replace(loss_scale=self.loss_scale.init())
-        if self.freezing is not None:
-            algorithms = algorithms._replace(
-                freeze=freezing_lib.FreezeState(jnp.zeros([], jnp.int32))
-            )
-        return algorithms
+        return self.builder.init_state(variables, rng)
 
     def check_state(self, state: Any) -> None:
         """Raises if `state` is not a state of this step.
@@ -365,224 +301,76 @@ class TrainStep:
             builds; the message names the slot, what was expected there
             and what was given.
         """
-        if not isinstance(state, TrainState):
-            raise TypeError(step_checks.not_a_state_message(state))
-        self._prepare(state.params)
-        expected = {
-            "opt_state": jax.eval_shape(self._init_opt_state, state.params),
-            "algorithms.loss_scale": jax.eval_shape(
-                lambda: self._init_algorithms().loss_scale
-            ),
-            "algorithms.freeze": jax.eval_shape(
-                lambda: self._init_algorithms().freeze
-            ),
-        }
-        step_checks.check_slots(state, expected, self._template)
+        self.builder.check_state(state)
 
-    def _split(self, params, depth):
-        """``(mask, trainable, frozen)`` of freeze `depth` (None: no mask)."""
-        if depth is None or self.freezing.trains_everything(depth, params):
-            return None, params, None
-        mask = self.freezing.mask(params, depth)
-        trainable = freezing_lib.mask_tree(params, mask)
-        # Frozen leaves are constants: nothing differentiates them.
-        frozen = jax.lax.stop_gradient(
-            freezing_lib.mask_tree(params, jax.tree.map(lambda m: not m, mask))
-        )
-        return mask, trainable, frozen
+    # -- running ----------------------------------------------------------
 
-    def _train_step(self, state: TrainState, batch, *, depth=None):
-        with self._count_lock:  # background threads trace too
-            self.trace_count += 1
-        dp = self.data_parallel
-        rng = jax.random.fold_in(state.rng, state.step)
-        if dp is not None:  # each device its own dropout masks
-            rng = jax.random.fold_in(rng, dp.device_index())
-        mask, trainable, frozen = self._split(state.params, depth)
-        scaler, scale_state = self.loss_scale, state.algorithms.loss_scale
-
-        def loss_fn(params):
-            if frozen is not None:
-                params = freezing_lib.merge_trees(params, frozen)
-            with (
-                scaler.context(scale_state) if scaler else _no_context(),
-                objectives_lib.data_axes(dp.axes if dp else ()),
-            ):
-                value, (model_state, metrics) = self.objective.loss_fn(
-                    params, state.model_state, batch, rng
-                )
-            scaled = (
-                value if scaler is None else scaler.scale(value, scale_state)
+    def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict]:
+        """Runs one step: returns the new state and the step's metrics."""
+        position = self._checked_position(state)
+        self.objective.check_batch(batch)  # shapes only: cheap
+        self._check_skips()
+        batch = self._batch(batch)
+        freezing = self.freezing
+        if freezing is None:
+            new_state, metrics = self.executables(None, state, batch)
+            self._last = (weakref.ref(new_state), None)
+            self._record_skip(metrics)
+            return new_state, metrics
+        if self.background_compile and not self.executables.started_background:
+            self.executables.compile_ahead(
+                executables_lib.keys_by_first_use(freezing, position),
+                state,
+                batch,
             )
-            return scaled, (value, model_state, metrics)
+        new_state, metrics = self._run(freezing.depth(position), state, batch)
+        self._last = (weakref.ref(new_state), position + 1)
+        self._record_skip(metrics)
+        return new_state, metrics
 
-        (_, (loss, model_state, metrics)), grads = jax.value_and_grad(
-            loss_fn, has_aux=True
-        )(trainable)
-        _check_metric_names(metrics)
-        if dp is not None:
-            grads = dp.reduce_gradients(grads)
-            loss, model_state, metrics = dp.mean((loss, model_state, metrics))
-        algorithms = state.algorithms
-        finite = None
-        if scaler is not None:
-            grads = scaler.unscale(grads, scale_state, state.params)
-            new_scale, finite = scaler.adjust(scale_state, grads, state.params)
-            if dp is not None:
-                # Gradients may still differ per device (AdaSum of updates):
-                # an overflow anywhere backs off and skips everywhere.
-                new_scale, finite = dp.minimum((new_scale, finite))
-            algorithms = algorithms._replace(loss_scale=new_scale)
-            metrics = {
-                **metrics,
-                "overflow": ~finite,
-                "loss_scale": scale_state.loss_scale,
-            }
-        elif self.skip_nonfinite:
-            # Loss scaling's skip with a scale of one: the same cond below
-            # keeps params, optimizer and model state bit for bit.
-            finite = loss_scale_lib.all_finite(grads)
-            if dp is not None:
-                finite = dp.minimum(finite)
-            metrics = {**metrics, "overflow": ~finite}
+    def at_depth(self, depth: int | None):
+        """``step(state, batch)`` that always trains at freeze `depth`.
 
-        # Line searches (optax.lbfgs, DimReduce) re-evaluate the loss at
-        # trial params on the same batch; unused, this closure costs nothing.
-        def value_fn(p):
-            value = loss_fn(p)[1][0]
-            return value if dp is None else dp.mean(value)
-
-        extra = dict(value=loss, grad=grads, value_fn=value_fn)
-
-        def apply(extra):
-            if mask is None:
-                updates, opt_state = _update(
-                    self.optimizer, grads, state.opt_state, trainable, extra
-                )
-                return (
-                    optax.apply_updates(state.params, updates),
-                    opt_state,
-                    model_state,
-                )
-            updates, opt_state = self.freezing.update(
-                self.optimizer,
-                depth,
-                grads,
-                state.opt_state,
-                trainable,
-                mask,
-                **extra,
+        Bypasses the freezing sequence (MindSpore's ``freeze_cell`` cells
+        are one such step per depth); the state's position still advances.
+        """
+        if depth is not None and self.builder.freezing is None:
+            raise ValueError(
+                "`depth` must be None without freezing, "
+                f"{validation.got(depth)}."
             )
-            params = freezing_lib.merge_trees(
-                optax.apply_updates(trainable, updates), state.params
-            )
-            return params, opt_state, model_state
 
-        def keep():
-            return state.params, state.opt_state, state.model_state
+        def step(state, batch):
+            return self._run(depth, state, self._batch(batch))
 
-        if finite is None:
-            params, opt_state, model_state = apply(extra)
-        elif isinstance(
-            self._own_state(state.opt_state, depth),
-            accumulation_lib.GradientAccumulationState,
-        ):
-            # The accumulation counts a skipped micro-step (its cycle then
-            # makes no update), so train step i stays micro-step i mod k of
-            # update i // k: the freeze sequence's depth of every micro-step
-            # of an update is the same. Only params and model state are kept.
-            params, opt_state, model_state = apply(
-                {**extra, "skipped": ~finite}
-            )
-            (params, _, model_state) = jax.lax.cond(
-                finite, lambda: (params, opt_state, model_state), keep
-            )
-        else:
-            # An overflowing step leaves params, optimizer state and model
-            # state exactly as they were; only the optimizer sits in the cond.
-            params, opt_state, model_state = jax.lax.cond(
-                finite, lambda: apply(extra), keep
-            )
-        metrics = {
-            **metrics,
-            **optimizer_metrics(self._own_state(opt_state, depth), finite),
-        }
-        if depth is not None:
-            algorithms = algorithms._replace(
-                freeze=freezing_lib.FreezeState(algorithms.freeze.position + 1)
-            )
-            metrics = {**metrics, "frozen_groups": jnp.int32(depth)}
-        new_state = state.replace(
-            step=optax.safe_increment(state.step),
-            params=params,
-            opt_state=opt_state,
-            model_state=model_state,
-            algorithms=algorithms,
-        )
-        return new_state, {"loss": loss, **metrics}
+        return step
 
-    def _own_state(self, opt_state, depth):
-        """The optimizer state of the optimizer that ran at `depth`."""
-        if depth is not None and self.freezing.group_optimizers is not None:
-            return opt_state[depth]  # FreezeOpt: one state per group
-        return opt_state
+    def _run(self, depth, state, batch):
+        return self.executables(self._key(depth), state, batch)
 
-    def _depth_key(self, depth: int | None) -> int | None:
+    def _function(self, key):
+        """The step function of program `key` (for `executables`)."""
+        return self.builder.step_function(key)
+
+    def _key(self, depth: int | None) -> int | None:
+        """The program of freeze `depth` (depths training the same leaves
+        share one)."""
         return None if depth is None else self.freezing.canonical_depth(depth)
-
-    def _jitted(self, depth: int | None):
-        key = self._depth_key(depth)
-        if key not in self._steps:
-            step = functools.partial(self._train_step, depth=key)
-            if self.data_parallel is not None:
-                step = self._sharded(step)
-            self._steps[key] = jax.jit(step, donate_argnums=self._donate)
-        return self._steps[key]
-
-    def _sharded(self, step):
-        def run(state, batch):
-            return self.data_parallel.shard_step(step, state)(state, batch)
-
-        return run
 
     def _batch(self, batch):
         if self.data_parallel is None:
             return batch
         return self.data_parallel.shard_batch(batch)
 
-    def _position(self, state: TrainState) -> int:
+    def _checked_position(self, state) -> int | None:
+        """`state`'s freeze position; a state this step did not just return
+        is checked first (and its position read from the device)."""
         if self._last is not None and self._last[0]() is state:
             return self._last[1]
-        return int(state.algorithms.freeze.position)
-
-    def _is_own(self, state) -> bool:
-        """Whether `state` is the one this step last returned (or built)."""
-        return self._last is not None and self._last[0]() is state
-
-    def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict]:
-        """Runs one step: returns the new state and the step's metrics."""
-        if not self._is_own(state):
-            self.check_state(state)
-        if isinstance(self.objective, _MODEL_OBJECTIVES):
-            self.objective.check_batch(batch)  # shapes only: cheap
-        self._check_skips()
-        batch = self._batch(batch)
+        self.check_state(state)
         if self.freezing is None:
-            new_state, metrics = self._call(None, state, batch)
-            self._last = (weakref.ref(new_state), None)
-            self._record_skip(metrics)
-            return new_state, metrics
-        position = self._position(state)
-        if self.background_compile and self._compiler is None:
-            self._compile_ahead(
-                self._depths_by_first_use(position), state, batch
-            )
-        new_state, metrics = self._call(
-            self.freezing.depth(position), state, batch
-        )
-        self._last = (weakref.ref(new_state), position + 1)
-        self._record_skip(metrics)
-        return new_state, metrics
+            return None
+        return int(state.algorithms.freeze.position)
 
     def _record_skip(self, metrics) -> None:
         """Keeps the step's skip flag for `_check_skips` (not read now)."""
@@ -621,81 +409,13 @@ class TrainStep:
                 raise FloatingPointError(message)
             user_warnings.warn(message, RuntimeWarning)
 
-    def _call(self, depth, state, batch):
-        key = self._depth_key(depth)
-        executable = self._executable(key, state, batch)
-        if executable is not None:
-            try:
-                return executable(state, batch)
-            except TypeError:  # not the compiled shapes: jit handles them
-                pass
-        return self._jitted(key)(state, batch)
+    # -- compiling and inspecting ------------------------------------------
 
-    def _executable(self, key, state, batch):
-        """The compiled step of depth `key`, compiling or waiting for it."""
-        if key in self._compiled:
-            return self._compiled[key]
-        start = time.perf_counter()
-        if key in self._pending:
-            compiled = self._pending.pop(key).result()
-        else:
-            compiled = self._compile(key, _abstract((state, batch)))
-        self.compile_wait_seconds += time.perf_counter() - start
-        self._compiled[key] = compiled
-        return compiled
-
-    def _compile(self, key, args) -> jax.stages.Compiled:
-        """Traces and compiles the step of depth `key` for abstract `args`."""
-        jitted = self._jitted(key)
-        with self._trace_lock:
-            start = time.perf_counter()
-            lowered = jitted.lower(*args)
-            seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        compiled = lowered.compile()
-        self.compile_seconds[key] = seconds + time.perf_counter() - start
-        return compiled
-
-    def _depths_by_first_use(self, position: int) -> list[int]:
-        """The compiled depths in the order the sequence, from `position`,
-        first needs them (wrapping around, unless it does not wrap)."""
-        canonical = np.array(
-            [self._depth_key(k) for k in range(len(self.freezing.groups))]
-        )
-        sequence = self.freezing.sequence
-        index = position // self.freezing.micro_steps
-        if self.freezing.wrap:
-            ahead = np.roll(sequence, -(index % len(sequence)))
-        else:
-            ahead = sequence[min(index, len(sequence) - 1) :]
-        keys = canonical[ahead]
-        unique, first = np.unique(keys, return_index=True)
-        return [int(k) for k in unique[np.argsort(first)]]
-
-    def _compile_ahead(self, keys, state, batch) -> None:
-        """Starts compiling the steps of `keys` in background threads."""
-        if self._compiler is None:
-            self._compiler = ThreadPoolExecutor(
-                max_workers=os.cpu_count() or 1,
-                thread_name_prefix="boostax-compile",
-            )
-            _COMPILERS.add(self._compiler)
-            # Queued compiles are dropped with the step that wanted them.
-            weakref.finalize(
-                self, self._compiler.shutdown, wait=False, cancel_futures=True
-            )
-        args = _abstract((state, batch))
-        for key in keys:
-            if key not in self._compiled and key not in self._pending:
-                self._jitted(key)  # created here: workers only read _steps
-                self._pending[key] = self._compiler.submit(
-                    _compile_if_alive, weakref.ref(self), key, args
-                )
-
-    @property
-    def pending_compiles(self) -> int:
-        """How many executables are still compiling in the background."""
-        return sum(not f.done() for f in self._pending.values())
+    def program_shares(self) -> dict[int | None, float]:
+        """``{program: fraction of the steps it runs}`` over the freezing
+        sequence (``{None: 1.0}`` without freezing): the weights of
+        `cost_report`. Call after `init` (the plan needs the parameters)."""
+        return executables_lib.key_shares(self.freezing)
 
     def compile_all(self, state: TrainState, batch) -> dict[int | None, Any]:
         """Compiles the step of every depth ahead of time.
@@ -707,35 +427,18 @@ class TrainStep:
           ``{depth: compiled executable}`` (the key ``None`` without
           freezing); later calls use them.
         """
-        if not self._is_own(state):
-            self.check_state(state)
+        position = self._checked_position(state)
         batch = self._batch(batch)
-        if self.freezing is None:
+        freezing = self.freezing
+        if freezing is None:
             keys = [None]
         else:
-            keys = self._depths_by_first_use(self._position(state))
+            keys = executables_lib.keys_by_first_use(freezing, position)
             if self.background_compile:
-                self._compile_ahead(keys, state, batch)
+                self.executables.compile_ahead(keys, state, batch)
         for key in keys:
-            self._executable(key, state, batch)
-        return dict(self._compiled)
-
-    def at_depth(self, depth: int | None):
-        """``step(state, batch)`` that always trains at freeze `depth`.
-
-        Bypasses the freezing sequence (MindSpore's ``freeze_cell`` cells
-        are one such step per depth); the state's position still advances.
-        """
-        if depth is not None and self._freezing_for is None:
-            raise ValueError(
-                "`depth` must be None without freezing, "
-                f"{validation.got(depth)}."
-            )
-
-        def step(state, batch):
-            return self._call(depth, state, self._batch(batch))
-
-        return step
+            self.executables.executable(key, state, batch)
+        return self.executables.compiled()
 
     @property
     def model(self):
@@ -745,17 +448,19 @@ class TrainStep:
     @property
     def step(self):
         """The jitted ``step(state, batch)``; with freezing, `__call__`."""
-        return self._jitted(None) if self._freezing_for is None else self
+        if self.builder.freezing is not None:
+            return self
+        return self.executables.jitted(None)
 
     def lower(
         self, state: TrainState, batch, depth: int | None = None
     ) -> jax.stages.Lowered:
         """Lowers the step (of freeze `depth`) for `state` and `batch`."""
-        if not self._is_own(state):
-            self.check_state(state)
-        if depth is None and self._freezing_for is not None:
+        self._checked_position(state)
+        if depth is None and self.freezing is not None:
             depth = 0
-        return self._jitted(depth).lower(state, self._batch(batch))
+        key = None if depth is None else self._key(depth)
+        return self.executables.lower(key, state, self._batch(batch))
 
     def predict(self, state: TrainState, inputs):
         """The model's outputs on `inputs` in evaluation mode."""
@@ -764,137 +469,6 @@ class TrainStep:
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""
         return self.objective.merge(state.params, state.model_state)
-
-
-# The metrics a step reports itself; a loss's own metrics may not reuse them.
-STEP_METRICS = (
-    "loss",
-    "overflow",
-    "loss_scale",
-    "frozen_groups",
-    "updated",
-    "adasum_cosine",
-    "dim_reduce_step_size",
-    "dim_reduce_trials",
-)
-
-
-def _check_metric_names(metrics) -> None:
-    clash = sorted(set(metrics) & set(STEP_METRICS))
-    if clash:
-        raise ValueError(
-            f"The loss's metrics (`has_aux=True`) use the name(s) {clash}, "
-            "which the step reports itself (one would silently replace the "
-            "other): rename them, e.g. 'train_loss'. Reserved: "
-            f"{list(STEP_METRICS)}."
-        )
-
-
-def check_skip_options(
-    skip_nonfinite, max_consecutive_skips, raise_on_skips
-) -> None:
-    """Validates the skipped-step options of a `TrainStep`."""
-    validation.check_bool("skip_nonfinite", skip_nonfinite)
-    validation.check_bool("raise_on_skips", raise_on_skips)
-    validation.check_optional_int(
-        "max_consecutive_skips",
-        max_consecutive_skips,
-        minimum=1,
-        none_means="never warn",
-    )
-
-
-def optimizer_metrics(opt_state, finite=None) -> dict[str, jax.Array]:
-    """The statistics boostax's optimizer stages keep in their states.
-
-    Args:
-      opt_state: the optimizer state after the step.
-      finite: with loss scaling, whether the step was applied (a skipped
-        step leaves the state, and so these statistics, as they were).
-
-    Returns:
-      ``updated`` (gradient accumulation: whether this micro-step ran the
-      optimizer), ``adasum_cosine`` (`boostax.adasum`: the mean cosine
-      between the updates the last AdaSum combined), ``dim_reduce_step_size``
-      and ``dim_reduce_trials`` (DimReduce: the last update's Armijo step,
-      0 when no trial was accepted, and its line-search trials), for the
-      stages present.
-    """
-    metrics = {}
-    acc = data_parallel_lib.find_state(
-        opt_state, accumulation_lib.GradientAccumulationState
-    )
-    if acc is not None:
-        updated = accumulation_lib.has_updated(acc)
-        metrics["updated"] = updated if finite is None else updated & finite
-    adasum = data_parallel_lib.find_state(opt_state, adasum_lib.AdaSumState)
-    if adasum is not None:
-        metrics["adasum_cosine"] = jnp.reshape(adasum.cosine, ())
-    dim_reduce = data_parallel_lib.find_state(
-        opt_state, dim_reduce_lib.DimReduceState
-    )
-    if dim_reduce is not None:
-        metrics["dim_reduce_step_size"] = dim_reduce.step_size
-        metrics["dim_reduce_trials"] = dim_reduce.trials
-    return metrics
-
-
-@contextlib.contextmanager
-def _no_context():
-    yield
-
-
-def _abstract(tree):
-    """Shapes, dtypes and shardings of `tree`'s arrays (what compiling needs).
-
-    Compiling from these instead of the arrays lets a background thread
-    compile after the arrays were donated to a step.
-    """
-
-    def leaf(x):
-        if isinstance(x, jax.Array):
-            return jax.ShapeDtypeStruct(
-                x.shape,
-                x.dtype,
-                sharding=x.sharding,
-                weak_type=x.aval.weak_type,
-            )
-        if isinstance(x, np.ndarray | np.generic):
-            return jax.ShapeDtypeStruct(x.shape, x.dtype)
-        return x
-
-    return jax.tree.map(leaf, tree)
-
-
-def _compile_if_alive(step_ref: weakref.ref, key, args):
-    # A queued compile holds its step weakly, so a step that is no longer
-    # used is collected, and its queued compiles cancelled (`finalize`).
-    step = step_ref()
-    if step is None:
-        raise RuntimeError("The train step was garbage collected.")
-    return step._compile(key, args)
-
-
-# Every background compiler; the queued compiles are cancelled when the
-# interpreter exits (those running finish), instead of being waited for.
-_COMPILERS: weakref.WeakSet = weakref.WeakSet()
-
-
-def _cancel_queued_compiles():
-    for compiler in list(_COMPILERS):
-        compiler.shutdown(wait=False, cancel_futures=True)
-
-
-# Threading's exit hooks (private; concurrent.futures registers its own the
-# same way) run in reverse order of registration: this one, registered after
-# concurrent.futures' (imported above), runs before that joins its workers.
-threading._register_atexit(_cancel_queued_compiles)
-
-
-def _update(optimizer, grads, opt_state, params, extra):
-    if isinstance(optimizer, optax.GradientTransformationExtraArgs):
-        return optimizer.update(grads, opt_state, params, **extra)
-    return optimizer.update(grads, opt_state, params)
 
 
 def make_train_step(

@@ -1,0 +1,256 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The compiled programs of a train step: one per freeze depth.
+
+`Executables` jits the step function of each key (a freeze depth, or
+``None`` without freezing), compiles it ahead of time for the shapes of the
+first call, and can compile the keys a freezing sequence will need in
+background threads while training runs. The functions come from a
+`StepBuilder`; nothing here knows what a step does.
+
+The freezing sequence decides how often each program runs: `sequence_keys`
+maps the sequence to the programs (depths training the same leaves share
+one), which gives the order they are first needed in (`keys_by_first_use`)
+and the share of steps each one runs (`key_shares`, `cost_report`'s
+weights).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import jax
+import numpy as np
+
+from boostax._src import freezing as freezing_lib
+
+Key = Hashable  # a freeze depth, or None without freezing
+
+
+def sequence_keys(freezing: freezing_lib.Freezing) -> np.ndarray:
+    """The program (canonical depth) of each entry of the freeze sequence."""
+    canonical = np.array(
+        [freezing.canonical_depth(k) for k in range(len(freezing.groups))]
+    )
+    return canonical[np.asarray(freezing.sequence)]
+
+
+def key_shares(freezing: freezing_lib.Freezing | None) -> dict[Key, float]:
+    """``{key: fraction of the steps it runs}`` over the freeze sequence."""
+    if freezing is None:
+        return {None: 1.0}
+    keys = sequence_keys(freezing)
+    values, counts = np.unique(keys, return_counts=True)
+    return {
+        int(v): float(c) / len(keys)
+        for v, c in zip(values, counts, strict=True)
+    }
+
+
+def keys_by_first_use(
+    freezing: freezing_lib.Freezing, position: int
+) -> list[int]:
+    """The programs in the order the sequence, from train step `position`,
+    first needs them (wrapping around, unless the sequence does not wrap)."""
+    keys = sequence_keys(freezing)
+    index = position // freezing.micro_steps
+    if freezing.wrap:
+        ahead = np.roll(keys, -(index % len(keys)))
+    else:
+        ahead = keys[min(index, len(keys) - 1) :]
+    unique, first = np.unique(ahead, return_index=True)
+    return [int(k) for k in unique[np.argsort(first)]]
+
+
+class Executables:
+    """The jitted and compiled programs of a step, one per key.
+
+    Args:
+      function: ``function(key) -> step(state, batch)``, the (unjitted)
+        step of each key.
+      donate_state: donate the state's buffers to the step.
+
+    Attributes:
+      compile_seconds: ``{key: seconds}`` spent tracing and compiling each
+        executable.
+      compile_wait_seconds: how long calls have waited for compilation in
+        all: compiling on the spot, or waiting for a background compile.
+    """
+
+    def __init__(
+        self,
+        function: Callable[[Key], Callable],
+        *,
+        donate_state: bool = False,
+    ):
+        self._function = function
+        self._donate = (0,) if donate_state else ()
+        self._jitted: dict[Key, Any] = {}
+        self._compiled: dict[Key, jax.stages.Compiled] = {}
+        self._pending: dict[Key, Future] = {}
+        self._pool: _CompilePool | None = None
+        # Tracing runs one at a time (it holds the GIL anyway); XLA's
+        # compilation, which releases it, runs in parallel.
+        self._trace_lock = threading.Lock()
+        self.compile_seconds: dict[Key, float] = {}
+        self.compile_wait_seconds = 0.0
+
+    def jitted(self, key: Key):
+        """The ``jax.jit`` of `key`'s step (it compiles for any shapes)."""
+        if key not in self._jitted:
+            self._jitted[key] = jax.jit(
+                self._function(key), donate_argnums=self._donate
+            )
+        return self._jitted[key]
+
+    def lower(self, key: Key, state, batch) -> jax.stages.Lowered:
+        """Lowers `key`'s step for `state` and `batch` (placed batch)."""
+        return self.jitted(key).lower(state, batch)
+
+    def __call__(self, key: Key, state, batch):
+        """Runs `key`'s step: its executable, compiled on first use."""
+        executable = self.executable(key, state, batch)
+        try:
+            return executable(state, batch)
+        except TypeError:  # not the compiled shapes: jit handles them
+            return self.jitted(key)(state, batch)
+
+    def executable(self, key: Key, state, batch) -> jax.stages.Compiled:
+        """`key`'s compiled step, compiling it or waiting for it."""
+        if key in self._compiled:
+            return self._compiled[key]
+        start = time.perf_counter()
+        if key in self._pending:
+            compiled = self._pending.pop(key).result()
+        else:
+            compiled = self._compile(key, abstract((state, batch)))
+        self.compile_wait_seconds += time.perf_counter() - start
+        self._compiled[key] = compiled
+        return compiled
+
+    def compiled(self) -> dict[Key, jax.stages.Compiled]:
+        """The executables compiled so far, by key."""
+        return dict(self._compiled)
+
+    def compile_ahead(self, keys: Sequence[Key], state, batch) -> None:
+        """Starts compiling the steps of `keys`, in order, in background
+        threads (a pool sized to the host's cores)."""
+        if self._pool is None:
+            self._pool = _CompilePool(os.cpu_count() or 1)
+            # Queued compiles are dropped with the step that wanted them.
+            weakref.finalize(self, self._pool.shutdown)
+        args = abstract((state, batch))
+        for key in keys:
+            if key not in self._compiled and key not in self._pending:
+                self.jitted(key)  # created here: workers only read it
+                self._pending[key] = self._pool.submit(
+                    _compile_if_alive, weakref.ref(self), key, args
+                )
+
+    @property
+    def started_background(self) -> bool:
+        return self._pool is not None
+
+    @property
+    def pending_compiles(self) -> int:
+        """How many executables are still compiling in the background."""
+        return sum(not f.done() for f in self._pending.values())
+
+    def _compile(self, key: Key, args) -> jax.stages.Compiled:
+        """Traces and compiles `key`'s step for abstract `args`."""
+        jitted = self.jitted(key)
+        with self._trace_lock:
+            start = time.perf_counter()
+            lowered = jitted.lower(*args)
+            seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        compiled = lowered.compile()
+        self.compile_seconds[key] = seconds + time.perf_counter() - start
+        return compiled
+
+
+def abstract(tree):
+    """Shapes, dtypes and shardings of `tree`'s arrays (what compiling needs).
+
+    Compiling from these instead of the arrays lets a background thread
+    compile after the arrays were donated to a step.
+    """
+
+    def leaf(x):
+        if isinstance(x, jax.Array):
+            return jax.ShapeDtypeStruct(
+                x.shape,
+                x.dtype,
+                sharding=x.sharding,
+                weak_type=x.aval.weak_type,
+            )
+        if isinstance(x, np.ndarray | np.generic):
+            return jax.ShapeDtypeStruct(x.shape, x.dtype)
+        return x
+
+    return jax.tree.map(leaf, tree)
+
+
+def _compile_if_alive(executables_ref: weakref.ref, key, args):
+    # A queued compile holds its step weakly, so a step that is no longer
+    # used is collected, and its queued compiles cancelled (`finalize`).
+    executables = executables_ref()
+    if executables is None:
+        raise RuntimeError("The train step was garbage collected.")
+    return executables._compile(key, args)
+
+
+class _CompilePool:
+    """Daemon threads running queued compiles in submission order.
+
+    Not a ``ThreadPoolExecutor``: its threads are joined when the
+    interpreter exits, so a script that ends while depths it will never use
+    are queued would wait for all of them. Daemon threads are not waited
+    for; `shutdown` cancels what is still queued.
+    """
+
+    def __init__(self, workers: int):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(
+                target=self._work, name=f"boostax-compile-{i}", daemon=True
+            )
+            for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        """Cancels the queued compiles and stops the threads (a compile
+        already running finishes)."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as error:  # noqa: BLE001 (handed to caller)
+                future.set_exception(error)

@@ -1,0 +1,482 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The pure part of a train step: its plan, its initial state, its function.
+
+One step is::
+
+    rng            = fold_in(state.rng, state.step)
+    loss, grads    = value_and_grad(loss_fn)(params, model_state, batch, rng)
+    updates, opt   = optimizer.update(grads, opt_state, params, ...)
+    params         = params + updates
+
+with the boost algorithms that live outside the optimizer wrapped around it:
+the loss scale (scale the loss, unscale the gradients, skip a step whose
+gradients are not finite), gradient freezing (differentiate and update only
+the trainable suffix of freeze depth k) and data parallelism (gradients
+reduced over the mesh). A `StepBuilder` holds those settings and returns,
+for a freeze depth, the function ``step(state, batch) -> (state, metrics)``;
+it jits nothing and keeps no training state (`boostax.TrainStep` compiles
+and runs its functions).
+
+What depends on the parameters (the data-parallel optimizer, the freezing
+plan, the loss scale's groups) is a `StepPlan`, built once for the
+parameters of the first state and checked against every later one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from boostax._src import accumulation as accumulation_lib
+from boostax._src import adasum as adasum_lib
+from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import dim_reduce as dim_reduce_lib
+from boostax._src import freezing as freezing_lib
+from boostax._src import loss_scale as loss_scale_lib
+from boostax._src import objectives as objectives_lib
+from boostax._src import step_checks, validation
+from boostax._src.train_state import AlgorithmStates, TrainState
+
+PyTree = Any
+StepFunction = Callable[[TrainState, Any], tuple[TrainState, dict]]
+
+
+class StepPlan(NamedTuple):
+    """What a step builds once it has seen the parameters.
+
+    Attributes:
+      optimizer: the optimizer the step runs (with the data-parallel stages
+        its plan adds, e.g. AdaSum over the nodes).
+      freezing: the `Freezing` plan, or ``None``.
+      template: ``{"params": treedef, "model_state": treedef}`` of the state
+        the plan was built for (``None`` for a plan built from a restored
+        state alone: only the optimizer slots are checked then).
+    """
+
+    optimizer: optax.GradientTransformation
+    freezing: freezing_lib.Freezing | None
+    template: dict[str, Any] | None = None
+
+
+def check_optimizer(optimizer) -> None:
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise TypeError(
+            "`optimizer` must be an optax.GradientTransformation (e.g. "
+            f"optax.sgd(0.1)), got {type(optimizer).__name__}."
+        )
+
+
+def check_skip_options(
+    skip_nonfinite, max_consecutive_skips, raise_on_skips
+) -> None:
+    """Validates the skipped-step options of a `TrainStep`."""
+    validation.check_bool("skip_nonfinite", skip_nonfinite)
+    validation.check_bool("raise_on_skips", raise_on_skips)
+    validation.check_optional_int(
+        "max_consecutive_skips",
+        max_consecutive_skips,
+        minimum=1,
+        none_means="never warn",
+    )
+
+
+class StepBuilder:
+    """Builds the functions of a train step (pure: nothing is jitted here).
+
+    Args:
+      objective: the `Objective` being trained.
+      optimizer: the Optax optimizer.
+      loss_scale: a loss scale (static, dynamic or per group), or ``None``.
+      freezing: a `Freezing` plan, a function ``params -> Freezing``, or
+        ``None``.
+      data_parallel: a `DataParallel` plan, or ``None`` (one device).
+      skip_nonfinite: without a loss scale, skip a step whose gradients are
+        not finite.
+
+    Attributes:
+      trace_count: how many step functions have been traced (each jit of
+        each freeze depth traces once for fixed shapes).
+    """
+
+    def __init__(
+        self,
+        objective: objectives_lib.Objective,
+        optimizer: optax.GradientTransformation,
+        *,
+        loss_scale: loss_scale_lib.LossScale | None = None,
+        freezing: Callable[[PyTree], freezing_lib.Freezing]
+        | freezing_lib.Freezing
+        | None = None,
+        data_parallel: data_parallel_lib.DataParallel | None = None,
+        skip_nonfinite: bool = False,
+    ):
+        check_optimizer(optimizer)
+        loss_scale_lib.check_loss_scale(loss_scale)
+        validation.check_bool("skip_nonfinite", skip_nonfinite)
+        if data_parallel is not None and not isinstance(
+            data_parallel, data_parallel_lib.DataParallel
+        ):
+            raise TypeError(
+                "`data_parallel` must be a boostax.DataParallel, got "
+                f"{type(data_parallel).__name__}."
+            )
+        self.objective = objective
+        self.optimizer = optimizer
+        self.loss_scale = loss_scale
+        self.freezing = freezing
+        self.data_parallel = data_parallel
+        self.skip_nonfinite = skip_nonfinite
+        self.trace_count = 0
+        self._count_lock = threading.Lock()  # background threads trace too
+        self._plan: StepPlan | None = None
+
+    # -- the plan ---------------------------------------------------------
+
+    @property
+    def has_freezing(self) -> bool:
+        return self.freezing is not None
+
+    @property
+    def current_plan(self) -> StepPlan | None:
+        """The plan built so far, ``None`` before any state was seen."""
+        return self._plan
+
+    def plan(self, params, model_state=None, *, record=False) -> StepPlan:
+        """The step's `StepPlan` for `params`, built on first use.
+
+        A step trains one model: the plan is built once, from the first
+        parameters it sees, and reused (`check_state` refuses a state of
+        another model). With `record`, the tree structures of `params` and
+        `model_state` become the plan's template.
+        """
+        if self._plan is None:
+            self._plan = self._build_plan(params)
+        if record and self._plan.template is None:
+            self._plan = self._plan._replace(
+                template={
+                    "params": jax.tree.structure(params),
+                    "model_state": jax.tree.structure(model_state),
+                }
+            )
+        return self._plan
+
+    def _build_plan(self, params) -> StepPlan:
+        optimizer = self.optimizer
+        if self.data_parallel is not None:
+            optimizer = self.data_parallel.optimizer(optimizer, params)
+        if isinstance(self.loss_scale, loss_scale_lib.GroupLossScale):
+            self.loss_scale.labels(params)  # validate the groups now
+        freezing = self.freezing
+        if freezing is not None and not isinstance(
+            freezing, freezing_lib.Freezing
+        ):
+            freezing = freezing(params)
+        plan = StepPlan(optimizer, freezing)
+        if freezing is not None:
+            step_checks.check_freezing_accumulation(
+                freezing,
+                optimizer,
+                jax.eval_shape(lambda: self.init_opt_state(plan, params)),
+            )
+        return plan
+
+    # -- the initial state ------------------------------------------------
+
+    def init_opt_state(self, plan: StepPlan, params):
+        if plan.freezing is not None:
+            return plan.freezing.init_opt_state(plan.optimizer, params)
+        return plan.optimizer.init(params)
+
+    def init_algorithms(self, plan: StepPlan) -> AlgorithmStates:
+        algorithms = AlgorithmStates()
+        if self.loss_scale is not None:
+            algorithms = algorithms._replace(loss_scale=self.loss_scale.init())
+        if plan.freezing is not None:
+            algorithms = algorithms._replace(
+                freeze=freezing_lib.FreezeState(jnp.zeros([], jnp.int32))
+            )
+        return algorithms
+
+    def init_state(self, variables: Any, rng: jax.Array | None) -> TrainState:
+        """The `TrainState` at step 0 (on the mesh, with data parallelism)."""
+        params, model_state = self.objective.split(variables)
+        plan = self.plan(params, model_state, record=True)
+        state = TrainState(
+            step=jnp.zeros([], jnp.int32),
+            params=params,
+            opt_state=self.init_opt_state(plan, params),
+            model_state=model_state,
+            rng=step_checks.check_rng(rng),
+            algorithms=self.init_algorithms(plan),
+        )
+        if self.data_parallel is not None:
+            state = self.data_parallel.place_state(state)
+        return state
+
+    def check_state(self, state: Any) -> None:
+        """Raises if `state` is not a state of this step (see `TrainStep`)."""
+        if not isinstance(state, TrainState):
+            raise TypeError(step_checks.not_a_state_message(state))
+        plan = self.plan(state.params)
+        expected = {
+            "opt_state": jax.eval_shape(
+                lambda: self.init_opt_state(plan, state.params)
+            ),
+            "algorithms.loss_scale": jax.eval_shape(
+                lambda: self.init_algorithms(plan).loss_scale
+            ),
+            "algorithms.freeze": jax.eval_shape(
+                lambda: self.init_algorithms(plan).freeze
+            ),
+        }
+        step_checks.check_slots(state, expected, plan.template)
+
+    # -- the step ---------------------------------------------------------
+
+    def step_function(self, depth: int | None) -> StepFunction:
+        """``step(state, batch) -> (state, metrics)`` at freeze `depth`.
+
+        Not jitted; with data parallelism, it runs under ``jax.shard_map``
+        over the plan's mesh (the batch is this process's share, already
+        placed: `DataParallel.shard_batch`). The plan is the state's
+        (`plan`), read when the function is traced.
+        """
+
+        def step(state, batch):
+            return self._step(self.plan(state.params), state, batch, depth)
+
+        if self.data_parallel is None:
+            return step
+        data_parallel = self.data_parallel
+
+        def sharded(state, batch):
+            return data_parallel.shard_step(step, state)(state, batch)
+
+        return sharded
+
+    def _split(self, plan: StepPlan, params, depth):
+        """``(mask, trainable, frozen)`` of freeze `depth` (None: no mask)."""
+        freezing = plan.freezing
+        if depth is None or freezing.trains_everything(depth, params):
+            return None, params, None
+        mask = freezing.mask(params, depth)
+        trainable = freezing_lib.mask_tree(params, mask)
+        # Frozen leaves are constants: nothing differentiates them.
+        frozen = jax.lax.stop_gradient(
+            freezing_lib.mask_tree(params, jax.tree.map(lambda m: not m, mask))
+        )
+        return mask, trainable, frozen
+
+    def _step(self, plan: StepPlan, state: TrainState, batch, depth):
+        with self._count_lock:
+            self.trace_count += 1
+        dp = self.data_parallel
+        rng = jax.random.fold_in(state.rng, state.step)
+        if dp is not None:  # each device its own dropout masks
+            rng = jax.random.fold_in(rng, dp.device_index())
+        mask, trainable, frozen = self._split(plan, state.params, depth)
+        scaler, scale_state = self.loss_scale, state.algorithms.loss_scale
+
+        def loss_fn(params):
+            if frozen is not None:
+                params = freezing_lib.merge_trees(params, frozen)
+            with (
+                scaler.context(scale_state) if scaler else _no_context(),
+                objectives_lib.data_axes(dp.axes if dp else ()),
+            ):
+                value, (model_state, metrics) = self.objective.loss_fn(
+                    params, state.model_state, batch, rng
+                )
+            scaled = (
+                value if scaler is None else scaler.scale(value, scale_state)
+            )
+            return scaled, (value, model_state, metrics)
+
+        (_, (loss, model_state, metrics)), grads = jax.value_and_grad(
+            loss_fn, has_aux=True
+        )(trainable)
+        _check_metric_names(metrics)
+        if dp is not None:
+            grads = dp.reduce_gradients(grads)
+            loss, model_state, metrics = dp.mean((loss, model_state, metrics))
+        algorithms = state.algorithms
+        finite = None
+        if scaler is not None:
+            grads = scaler.unscale(grads, scale_state, state.params)
+            new_scale, finite = scaler.adjust(scale_state, grads, state.params)
+            if dp is not None:
+                # Gradients may still differ per device (AdaSum of updates):
+                # an overflow anywhere backs off and skips everywhere.
+                new_scale, finite = dp.minimum((new_scale, finite))
+            algorithms = algorithms._replace(loss_scale=new_scale)
+            metrics = {
+                **metrics,
+                "overflow": ~finite,
+                "loss_scale": scale_state.loss_scale,
+            }
+        elif self.skip_nonfinite:
+            # Loss scaling's skip with a scale of one: the same cond below
+            # keeps params, optimizer and model state bit for bit.
+            finite = loss_scale_lib.all_finite(grads)
+            if dp is not None:
+                finite = dp.minimum(finite)
+            metrics = {**metrics, "overflow": ~finite}
+
+        # Line searches (optax.lbfgs, DimReduce) re-evaluate the loss at
+        # trial params on the same batch; unused, this closure costs nothing.
+        def value_fn(p):
+            value = loss_fn(p)[1][0]
+            return value if dp is None else dp.mean(value)
+
+        extra = dict(value=loss, grad=grads, value_fn=value_fn)
+
+        def apply(extra):
+            if mask is None:
+                updates, opt_state = _update(
+                    plan.optimizer, grads, state.opt_state, trainable, extra
+                )
+                return (
+                    optax.apply_updates(state.params, updates),
+                    opt_state,
+                    model_state,
+                )
+            updates, opt_state = plan.freezing.update(
+                plan.optimizer,
+                depth,
+                grads,
+                state.opt_state,
+                trainable,
+                mask,
+                **extra,
+            )
+            params = freezing_lib.merge_trees(
+                optax.apply_updates(trainable, updates), state.params
+            )
+            return params, opt_state, model_state
+
+        def keep():
+            return state.params, state.opt_state, state.model_state
+
+        if finite is None:
+            params, opt_state, model_state = apply(extra)
+        elif isinstance(
+            own_opt_state(plan, state.opt_state, depth),
+            accumulation_lib.GradientAccumulationState,
+        ):
+            # The accumulation counts a skipped micro-step (its cycle then
+            # makes no update), so train step i stays micro-step i mod k of
+            # update i // k: the freeze sequence's depth of every micro-step
+            # of an update is the same. Only params and model state are kept.
+            params, opt_state, model_state = apply(
+                {**extra, "skipped": ~finite}
+            )
+            (params, _, model_state) = jax.lax.cond(
+                finite, lambda: (params, opt_state, model_state), keep
+            )
+        else:
+            # An overflowing step leaves params, optimizer state and model
+            # state exactly as they were; only the optimizer sits in the cond.
+            params, opt_state, model_state = jax.lax.cond(
+                finite, lambda: apply(extra), keep
+            )
+        metrics = {
+            **metrics,
+            **optimizer_metrics(own_opt_state(plan, opt_state, depth), finite),
+        }
+        if depth is not None:
+            algorithms = algorithms._replace(
+                freeze=freezing_lib.FreezeState(algorithms.freeze.position + 1)
+            )
+            metrics = {**metrics, "frozen_groups": jnp.int32(depth)}
+        new_state = state.replace(
+            step=optax.safe_increment(state.step),
+            params=params,
+            opt_state=opt_state,
+            model_state=model_state,
+            algorithms=algorithms,
+        )
+        return new_state, {"loss": loss, **metrics}
+
+
+def own_opt_state(plan: StepPlan, opt_state, depth):
+    """The optimizer state of the optimizer that ran at `depth`."""
+    if depth is not None and plan.freezing.group_optimizers is not None:
+        return opt_state[depth]  # FreezeOpt: one state per group
+    return opt_state
+
+
+# The metrics a step reports itself; a loss's own metrics may not reuse them.
+STEP_METRICS = (
+    "loss",
+    "overflow",
+    "loss_scale",
+    "frozen_groups",
+    "updated",
+    "adasum_cosine",
+    "dim_reduce_step_size",
+    "dim_reduce_trials",
+)
+
+
+def _check_metric_names(metrics) -> None:
+    clash = sorted(set(metrics) & set(STEP_METRICS))
+    if clash:
+        raise ValueError(
+            f"The loss's metrics (`has_aux=True`) use the name(s) {clash}, "
+            "which the step reports itself (one would silently replace the "
+            "other): rename them, e.g. 'train_loss'. Reserved: "
+            f"{list(STEP_METRICS)}."
+        )
+
+
+def optimizer_metrics(opt_state, finite=None) -> dict[str, jax.Array]:
+    """The statistics boostax's optimizer stages keep in their states.
+
+    Args:
+      opt_state: the optimizer state after the step.
+      finite: with loss scaling, whether the step was applied (a skipped
+        step leaves the state, and so these statistics, as they were).
+
+    Returns:
+      ``updated`` (gradient accumulation: whether this micro-step ran the
+      optimizer), ``adasum_cosine`` (`boostax.adasum`: the mean cosine
+      between the updates the last AdaSum combined), ``dim_reduce_step_size``
+      and ``dim_reduce_trials`` (DimReduce: the last update's Armijo step,
+      0 when no trial was accepted, and its line-search trials), for the
+      stages present.
+    """
+    metrics = {}
+    acc = data_parallel_lib.find_state(
+        opt_state, accumulation_lib.GradientAccumulationState
+    )
+    if acc is not None:
+        updated = accumulation_lib.has_updated(acc)
+        metrics["updated"] = updated if finite is None else updated & finite
+    adasum = data_parallel_lib.find_state(opt_state, adasum_lib.AdaSumState)
+    if adasum is not None:
+        metrics["adasum_cosine"] = jnp.reshape(adasum.cosine, ())
+    dim_reduce = data_parallel_lib.find_state(
+        opt_state, dim_reduce_lib.DimReduceState
+    )
+    if dim_reduce is not None:
+        metrics["dim_reduce_step_size"] = dim_reduce.step_size
+        metrics["dim_reduce_trials"] = dim_reduce.trials
+    return metrics
+
+
+@contextlib.contextmanager
+def _no_context():
+    yield
+
+
+def _update(optimizer, grads, opt_state, params, extra):
+    if isinstance(optimizer, optax.GradientTransformationExtraArgs):
+        return optimizer.update(grads, opt_state, params, **extra)
+    return optimizer.update(grads, opt_state, params)
