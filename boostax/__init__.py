@@ -112,6 +112,19 @@ from boostax._src.objectives import LinenObjective as LinenObjective
 from boostax._src.objectives import NNXObjective as NNXObjective
 from boostax._src.objectives import Objective as Objective
 from boostax._src.objectives import make_objective as make_objective
+from boostax._src.pca import (
+    explained_variance_ratio as explained_variance_ratio,
+)
+from boostax._src.pca import pca_components as pca_components
+from boostax._src.pca_file import (
+    PCAMatrixTimeoutError as PCAMatrixTimeoutError,
+)
+from boostax._src.pca_file import load_pca_matrix as load_pca_matrix
+from boostax._src.pca_file import save_pca_matrix as save_pca_matrix
+from boostax._src.snapshots import Trajectory as Trajectory
+from boostax._src.snapshots import flatten_params as flatten_params
+from boostax._src.snapshots import load_trajectory as load_trajectory
+from boostax._src.snapshots import save_snapshot as save_snapshot
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
@@ -119,20 +132,7 @@ from boostax._src.train_step import PlainRecipe as PlainRecipe
 from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
 from boostax._src.train_step import make_train_step as make_train_step
-from boostax._src.trajectory import (
-    PCAMatrixTimeoutError as PCAMatrixTimeoutError,
-)
-from boostax._src.trajectory import Trajectory as Trajectory
-from boostax._src.trajectory import (
-    explained_variance_ratio as explained_variance_ratio,
-)
-from boostax._src.trajectory import flatten_params as flatten_params
-from boostax._src.trajectory import load_pca_matrix as load_pca_matrix
-from boostax._src.trajectory import load_trajectory as load_trajectory
-from boostax._src.trajectory import pca_components as pca_components
 from boostax._src.trajectory import pca_matrix as pca_matrix
-from boostax._src.trajectory import save_pca_matrix as save_pca_matrix
-from boostax._src.trajectory import save_snapshot as save_snapshot
 
 __version__ = "0.1.0.dev0"
 

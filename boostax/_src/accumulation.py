@@ -33,8 +33,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from boostax._src import data_parallel as data_parallel_lib
-from boostax._src import validation
+from boostax._src import tree_utils, validation
 
 Schedule = Callable[[jax.Array], jax.Array]
 
@@ -247,7 +246,7 @@ def has_updated(state: Any) -> jax.Array:
       >>> bool(boostax.has_updated(state))
       True
     """
-    found = data_parallel_lib.find_state(state, GradientAccumulationState)
+    found = tree_utils.find_state(state, GradientAccumulationState)
     if found is None:
         raise TypeError(
             "`state` must be a GradientAccumulationState or a pytree holding "

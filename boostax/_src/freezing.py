@@ -32,7 +32,7 @@ from flax import linen as nn
 from flax import nnx
 
 from boostax._src import model_graph, user_warnings, validation
-from boostax._src.centralization import path_names
+from boostax._src.tree_utils import path_names
 
 CONTINUOUS_STRATEGY = 0
 INTERVAL_STRATEGY = 1

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -48,6 +47,7 @@ from flax import linen as nn
 from flax import nnx
 
 from boostax._src import validation
+from boostax._src.model_graph import accepts_train
 
 PyTree = Any
 LossAux = tuple[PyTree, dict[str, jax.Array]]
@@ -316,23 +316,6 @@ def _loss_result(result, has_aux: bool, name: str):
             f"batch), got shape {jnp.shape(value)}."
         )
     return value, metrics
-
-
-def accepts_train(module: nn.Module) -> bool:
-    """Whether a Linen module's ``__call__`` takes a ``train`` argument.
-
-    A wrapper whose ``__call__`` forwards ``**kwargs`` to a `network` field
-    (like `LinenLessBN`) is looked through.
-    """
-    try:
-        parameters = inspect.signature(type(module).__call__).parameters
-    except (TypeError, ValueError):
-        return False
-    if "train" in parameters:
-        return True
-    forwards = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
-    inner = getattr(module, "network", None)
-    return forwards and isinstance(inner, nn.Module) and accepts_train(inner)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -318,6 +318,31 @@ def check_sequence(
     return list(value)
 
 
+def check_axis_names(name: str, value: Any) -> tuple[str, ...]:
+    """Returns mesh axis names as a tuple: one ``str``, or a tuple of them.
+
+    Raises:
+      TypeError: `value` is neither a str nor a non-empty tuple of str.
+      ValueError: the tuple repeats a name.
+    """
+    if isinstance(value, str):
+        return (value,)
+    if (
+        isinstance(value, tuple)
+        and value
+        and all(isinstance(a, str) for a in value)
+    ):
+        if len(set(value)) != len(value):
+            raise ValueError(
+                f"`{name}` must not repeat an axis name, got {value!r}."
+            )
+        return value
+    raise TypeError(
+        f"`{name}` must be a mesh axis name (str) or a non-empty tuple of "
+        f"them, {_got(value)}."
+    )
+
+
 def _np_bool():
     # NumPy is always installed with JAX; imported lazily to keep this module
     # free of heavy imports.
