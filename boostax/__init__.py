@@ -77,6 +77,9 @@ from boostax._src.flax_interop import (
 from boostax._src.flax_interop import (
     to_flax_train_state as to_flax_train_state,
 )
+from boostax._src.fn_head import FNHead as FNHead
+from boostax._src.fn_head import NNXFNHead as NNXFNHead
+from boostax._src.fn_head import full_normalization as full_normalization
 from boostax._src.freeze_out import FreezeOutState as FreezeOutState
 from boostax._src.freeze_out import (
     scale_by_freeze_out as scale_by_freeze_out,
@@ -92,15 +95,12 @@ from boostax._src.freezing import (
 from boostax._src.freezing import (
     split_parameters_groups as split_parameters_groups,
 )
-from boostax._src.less_bn import FNHead as FNHead
-from boostax._src.less_bn import LessBNReport as LessBNReport
-from boostax._src.less_bn import LinenLessBN as LinenLessBN
-from boostax._src.less_bn import NNXFNHead as NNXFNHead
-from boostax._src.less_bn import NNXIdentity as NNXIdentity
-from boostax._src.less_bn import RemovedBatchNorm as RemovedBatchNorm
-from boostax._src.less_bn import full_normalization as full_normalization
 from boostax._src.less_bn import less_bn as less_bn
 from boostax._src.less_bn import less_bn_report as less_bn_report
+from boostax._src.less_bn_linen import LinenLessBN as LinenLessBN
+from boostax._src.less_bn_nnx import NNXIdentity as NNXIdentity
+from boostax._src.less_bn_plan import LessBNReport as LessBNReport
+from boostax._src.less_bn_plan import RemovedBatchNorm as RemovedBatchNorm
 from boostax._src.loss_scale import DynamicLossScale as DynamicLossScale
 from boostax._src.loss_scale import GroupLossScale as GroupLossScale
 from boostax._src.loss_scale import LossScaleState as LossScaleState

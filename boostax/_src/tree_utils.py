@@ -67,3 +67,31 @@ def find_state(tree: Any, state_type: type) -> Any:
 def contains_state(tree: Any, state_type: type) -> bool:
     """Whether an optimizer state pytree holds a `state_type` node."""
     return find_state(tree, state_type) is not None
+
+
+# Nested dicts (Linen variables), addressed by a module path of keys.
+
+
+def nested_get(tree: dict, path) -> Any:
+    """``tree[path[0]][path[1]]...``, or ``{}`` where a key is missing."""
+    for key in path:
+        tree = tree.get(key, {})
+    return tree
+
+
+def nested_has(tree: dict, path) -> bool:
+    """Whether every key of `path` is there, each in a dict."""
+    for key in path:
+        if not isinstance(tree, dict) or key not in tree:
+            return False
+        tree = tree[key]
+    return True
+
+
+def nested_pop(tree: dict, path) -> None:
+    """Removes ``tree[path[0]]...[path[-1]]`` in place, if it is there."""
+    for key in path[:-1]:
+        tree = tree.get(key)
+        if not isinstance(tree, dict):
+            return
+    tree.pop(path[-1], None)
