@@ -124,8 +124,8 @@ def check_batch_keys(batch_keys) -> tuple[str, str] | None:
     ):
         raise TypeError(
             "`batch_keys` must be None or a pair of distinct keys "
-            "(inputs key, targets key), e.g. ('image', 'label'), got "
-            f"{type(batch_keys).__name__} ({batch_keys!r})."
+            "(inputs key, targets key), e.g. ('image', 'label'), "
+            f"{validation.got(batch_keys)}."
         )
     return tuple(batch_keys)
 
@@ -138,7 +138,7 @@ def _check_kwargs(name: str, value) -> dict[str, Any] | None:
     ):
         raise TypeError(
             f"`{name}` must be None or a dict of keyword arguments of the "
-            f"model's call, got {type(value).__name__} ({value!r})."
+            f"model's call, {validation.got(value)}."
         )
     return dict(value)
 
@@ -152,8 +152,8 @@ def _check_rng_collections(value) -> tuple[str, ...]:
     ):
         raise TypeError(
             "`rng_collections` must be a sequence of distinct RNG stream "
-            "names (e.g. ('dropout', 'noise')), got "
-            f"{type(value).__name__} ({value!r})."
+            "names (e.g. ('dropout', 'noise')), "
+            f"{validation.got(value)}."
         )
     return tuple(value)
 
