@@ -77,6 +77,9 @@ from boostax._src.flax_interop import (
 from boostax._src.flax_interop import (
     to_flax_train_state as to_flax_train_state,
 )
+from boostax._src.fn_head import FNHead as FNHead
+from boostax._src.fn_head import NNXFNHead as NNXFNHead
+from boostax._src.fn_head import full_normalization as full_normalization
 from boostax._src.freeze_out import FreezeOutState as FreezeOutState
 from boostax._src.freeze_out import (
     scale_by_freeze_out as scale_by_freeze_out,
@@ -92,15 +95,12 @@ from boostax._src.freezing import (
 from boostax._src.freezing import (
     split_parameters_groups as split_parameters_groups,
 )
-from boostax._src.less_bn import FNHead as FNHead
-from boostax._src.less_bn import LessBNReport as LessBNReport
-from boostax._src.less_bn import LinenLessBN as LinenLessBN
-from boostax._src.less_bn import NNXFNHead as NNXFNHead
-from boostax._src.less_bn import NNXIdentity as NNXIdentity
-from boostax._src.less_bn import RemovedBatchNorm as RemovedBatchNorm
-from boostax._src.less_bn import full_normalization as full_normalization
 from boostax._src.less_bn import less_bn as less_bn
 from boostax._src.less_bn import less_bn_report as less_bn_report
+from boostax._src.less_bn_linen import LinenLessBN as LinenLessBN
+from boostax._src.less_bn_nnx import NNXIdentity as NNXIdentity
+from boostax._src.less_bn_plan import LessBNReport as LessBNReport
+from boostax._src.less_bn_plan import RemovedBatchNorm as RemovedBatchNorm
 from boostax._src.loss_scale import DynamicLossScale as DynamicLossScale
 from boostax._src.loss_scale import GroupLossScale as GroupLossScale
 from boostax._src.loss_scale import LossScaleState as LossScaleState
@@ -112,6 +112,19 @@ from boostax._src.objectives import LinenObjective as LinenObjective
 from boostax._src.objectives import NNXObjective as NNXObjective
 from boostax._src.objectives import Objective as Objective
 from boostax._src.objectives import make_objective as make_objective
+from boostax._src.pca import (
+    explained_variance_ratio as explained_variance_ratio,
+)
+from boostax._src.pca import pca_components as pca_components
+from boostax._src.pca_file import (
+    PCAMatrixTimeoutError as PCAMatrixTimeoutError,
+)
+from boostax._src.pca_file import load_pca_matrix as load_pca_matrix
+from boostax._src.pca_file import save_pca_matrix as save_pca_matrix
+from boostax._src.snapshots import Trajectory as Trajectory
+from boostax._src.snapshots import flatten_params as flatten_params
+from boostax._src.snapshots import load_trajectory as load_trajectory
+from boostax._src.snapshots import save_snapshot as save_snapshot
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
@@ -119,20 +132,7 @@ from boostax._src.train_step import PlainRecipe as PlainRecipe
 from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
 from boostax._src.train_step import make_train_step as make_train_step
-from boostax._src.trajectory import (
-    PCAMatrixTimeoutError as PCAMatrixTimeoutError,
-)
-from boostax._src.trajectory import Trajectory as Trajectory
-from boostax._src.trajectory import (
-    explained_variance_ratio as explained_variance_ratio,
-)
-from boostax._src.trajectory import flatten_params as flatten_params
-from boostax._src.trajectory import load_pca_matrix as load_pca_matrix
-from boostax._src.trajectory import load_trajectory as load_trajectory
-from boostax._src.trajectory import pca_components as pca_components
 from boostax._src.trajectory import pca_matrix as pca_matrix
-from boostax._src.trajectory import save_pca_matrix as save_pca_matrix
-from boostax._src.trajectory import save_snapshot as save_snapshot
 
 __version__ = "0.1.0.dev0"
 

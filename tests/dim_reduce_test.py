@@ -16,7 +16,7 @@ from jax.flatten_util import ravel_pytree
 
 import boostax
 from boostax._src import dim_reduce as dim_reduce_lib
-from boostax._src import trajectory as trajectory_lib
+from boostax._src import pca as pca_lib
 from tests import _utils
 
 HIDDEN = 6
@@ -331,7 +331,7 @@ class PCAMatrixCheckTest(parameterized.TestCase):
         p = _orthonormal_rows(4, 50).astype(np.float64)
         # Blocks of 2 columns: the Gram matrix and the NaN rows are summed
         # over 25 blocks.
-        with mock.patch.object(trajectory_lib, "_CHECK_BLOCK_ENTRIES", 8):
+        with mock.patch.object(pca_lib, "_CHECK_BLOCK_ENTRIES", 8):
             for excess, ok in ((0.9e-3, True), (1.1e-3, False)):
                 q = p.copy()
                 q[3] *= np.sqrt(1.0 + excess)  # |q_3|^2 - 1 = excess

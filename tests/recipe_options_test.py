@@ -17,7 +17,7 @@ from absl.testing import absltest, parameterized
 from flax import nnx
 
 import boostax
-from boostax._src import freezing, less_bn
+from boostax._src import fn_head, freezing, less_bn
 from boostax.examples import models
 from tests import _models
 
@@ -28,7 +28,7 @@ X8 = np.random.default_rng(0).normal(size=(4, 8, 8, 1)).astype(np.float32)
 class FNScaleTest(parameterized.TestCase):
     @parameterized.parameters((1.0, False), (10.0, False), (10.0, True))
     def test_linen_head_logits_are_scaled_cosines(self, scale, log_scale):
-        head = less_bn.FNHead(3, scale_init=scale, log_scale=log_scale)
+        head = fn_head.FNHead(3, scale_init=scale, log_scale=log_scale)
         x = np.random.default_rng(1).normal(size=(2, 5)).astype(np.float32)
         variables = head.init(jax.random.PRNGKey(0), x)
         name = "log_multiplier" if log_scale else "multiplier"
@@ -46,7 +46,7 @@ class FNScaleTest(parameterized.TestCase):
 
     def test_log_scale_moves_by_a_fraction_of_itself(self):
         # d logits / d log(s) = logits: the step in s is proportional to s.
-        head = less_bn.FNHead(3, scale_init=10.0, log_scale=True)
+        head = fn_head.FNHead(3, scale_init=10.0, log_scale=True)
         x = np.ones((1, 4), np.float32)
         variables = head.init(jax.random.PRNGKey(0), x)
         grad = jax.grad(lambda v: head.apply(v, x).sum())(variables)

@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.trajectory`."""
+"""Tests for `boostax._src.trajectory` and the modules under it."""
 
 import io
 import math
@@ -20,7 +20,8 @@ import numpy as np
 from absl.testing import absltest, parameterized
 from jax.flatten_util import ravel_pytree
 
-from boostax._src import trajectory
+from boostax._src import pca, pca_file, trajectory
+from boostax._src import snapshots as snapshots_lib
 
 # Subspace tolerances: the randomized SVD with one power iteration and
 # k + 10 random vectors is exact to ~1e-5 when S <= k + 10; the looser bound
@@ -69,7 +70,7 @@ def _projector_error(a, b):
 class FlattenTest(absltest.TestCase):
     def test_order_matches_ravel_pytree(self):
         params = _params(0.5)
-        vector, _ = trajectory.flatten_params(params)
+        vector, _ = snapshots_lib.flatten_params(params)
         expected, _ = ravel_pytree(
             jax.tree.map(lambda x: x.astype(jnp.float32), params)
         )
@@ -78,7 +79,7 @@ class FlattenTest(absltest.TestCase):
 
     def test_round_trip_keeps_dtypes(self):
         params = _params(0.5)
-        vector, unravel = trajectory.flatten_params(params)
+        vector, unravel = snapshots_lib.flatten_params(params)
         restored = jax.jit(unravel)(vector)
         self.assertEqual(
             jax.tree.structure(restored), jax.tree.structure(params)
@@ -90,14 +91,14 @@ class FlattenTest(absltest.TestCase):
             np.testing.assert_array_equal(got, want)
 
     def test_unravel_rejects_wrong_length(self):
-        _, unravel = trajectory.flatten_params(_params())
+        _, unravel = snapshots_lib.flatten_params(_params())
         with self.assertRaisesRegex(ValueError, r"shape \(9,\)"):
             unravel(jnp.zeros(3))
 
 
 class TrajectoryTest(parameterized.TestCase):
     def test_ring_buffer_keeps_last_in_order(self):
-        traj = trajectory.Trajectory(capacity=3)
+        traj = snapshots_lib.Trajectory(capacity=3)
         self.assertEqual(len(traj), 0)
         self.assertIsNone(traj.size)
         for i in range(5):
@@ -105,21 +106,24 @@ class TrajectoryTest(parameterized.TestCase):
         self.assertLen(traj, 3)
         self.assertEqual(traj.size, 9)
         expected = np.stack(
-            [trajectory.flatten_params(_params(float(i)))[0] for i in (2, 3, 4)]
+            [
+                snapshots_lib.flatten_params(_params(float(i)))[0]
+                for i in (2, 3, 4)
+            ]
         )
         snapshots = traj.snapshots
         self.assertEqual(snapshots.dtype, np.float32)
         np.testing.assert_array_equal(snapshots, expected)
 
     def test_partial_buffer(self):
-        traj = trajectory.Trajectory(capacity=4)
+        traj = snapshots_lib.Trajectory(capacity=4)
         traj.record(_params(1.0))
         traj.record(_params(2.0))
         np.testing.assert_array_equal(traj.snapshots[:, 0], [0.0, 0.0])
         np.testing.assert_array_equal(traj.snapshots[:, 2], [1.0, 2.0])
 
     def test_structure_mismatch_names_both(self):
-        traj = trajectory.Trajectory(capacity=2)
+        traj = snapshots_lib.Trajectory(capacity=2)
         traj.record(_params())
         with self.assertRaisesRegex(ValueError, r"'extra'.*the first was.*"):
             traj.record({**_params(), "extra": jnp.zeros(1)})
@@ -136,7 +140,7 @@ class TrajectoryTest(parameterized.TestCase):
     )
     def test_bad_capacity(self, capacity, error):
         with self.assertRaisesRegex(error, "`capacity` must be an int >= 1"):
-            trajectory.Trajectory(capacity)
+            snapshots_lib.Trajectory(capacity)
 
 
 class PCATest(parameterized.TestCase):
@@ -148,7 +152,7 @@ class PCATest(parameterized.TestCase):
     )
     def test_subspace_matches_svd(self, randomized, n_samples, n_features, tol):
         data = _low_rank(n_samples, n_features).astype(np.float32)
-        p = trajectory.pca_components(data, 5, randomized=randomized)
+        p = pca.pca_components(data, 5, randomized=randomized)
         self.assertEqual(p.shape, (5, n_features))
         self.assertEqual(p.dtype, np.float32)
         np.testing.assert_allclose(p @ p.T, np.eye(5), atol=1e-5)
@@ -160,7 +164,7 @@ class PCATest(parameterized.TestCase):
         # More snapshots than k + oversampling: the range finder is no
         # longer exact, the power iteration carries it.
         data = _low_rank(80, 200, rank=5, noise=1e-2, seed=3)
-        p = trajectory.pca_components(data, 5, oversampling=3)
+        p = pca.pca_components(data, 5, oversampling=3)
         self.assertLess(
             _projector_error(p, _reference_components(data, 5)),
             _RANDOMIZED_TOL,
@@ -168,10 +172,10 @@ class PCATest(parameterized.TestCase):
 
     def test_deterministic_and_sign_convention(self):
         data = _low_rank()
-        a = trajectory.pca_components(data, 5, seed=7)
-        b = trajectory.pca_components(data, 5, seed=7)
+        a = pca.pca_components(data, 5, seed=7)
+        b = pca.pca_components(data, 5, seed=7)
         np.testing.assert_array_equal(a, b)
-        exact = trajectory.pca_components(data, 5, randomized=False)
+        exact = pca.pca_components(data, 5, randomized=False)
         rows = np.arange(5)
         for p in (a, exact):
             self.assertTrue((p[rows, np.argmax(np.abs(p), axis=1)] > 0).all())
@@ -179,13 +183,13 @@ class PCATest(parameterized.TestCase):
         np.testing.assert_allclose(a, exact, atol=1e-3)
 
     def test_trajectory_input_and_full_rank(self):
-        traj = trajectory.Trajectory(capacity=4)
+        traj = snapshots_lib.Trajectory(capacity=4)
         rng = np.random.default_rng(0)
         for _ in range(4):
             traj.record(jnp.asarray(rng.normal(size=10), jnp.float32))
         # k = S: the centered data has rank S - 1; rows stay orthonormal.
         for randomized in (True, False):
-            p = trajectory.pca_components(traj, 4, randomized=randomized)
+            p = pca.pca_components(traj, 4, randomized=randomized)
             np.testing.assert_allclose(p @ p.T, np.eye(4), atol=1e-5)
 
     def test_too_few_snapshots_names_both_counts(self):
@@ -193,23 +197,23 @@ class PCATest(parameterized.TestCase):
         with self.assertRaisesRegex(
             ValueError, "n_components=32 needs at least 32 snapshots, got 20"
         ):
-            trajectory.pca_components(data, 32)
+            pca.pca_components(data, 32)
 
     def test_bad_arguments(self):
         data = _low_rank(10, 8)
         with self.assertRaisesRegex(ValueError, "N=8"):
-            trajectory.pca_components(data, 9)
+            pca.pca_components(data, 9)
         with self.assertRaisesRegex(ValueError, "n_components"):
-            trajectory.pca_components(data, 0)
+            pca.pca_components(data, 0)
         with self.assertRaisesRegex(ValueError, r"\(S, N\)"):
-            trajectory.pca_components(data[0], 1)
+            pca.pca_components(data[0], 1)
         with self.assertRaisesRegex(ValueError, "non-finite"):
-            trajectory.pca_components(np.full((3, 4), np.nan), 1)
+            pca.pca_components(np.full((3, 4), np.nan), 1)
 
     def test_explained_variance_ratio(self):
         data = _low_rank()
         s = np.linalg.svd(data - data.mean(axis=0), compute_uv=False)
-        ratio = trajectory.explained_variance_ratio(data, 5)
+        ratio = pca.explained_variance_ratio(data, 5)
         np.testing.assert_allclose(ratio, s[:5] ** 2 / np.sum(s**2), rtol=1e-8)
         self.assertGreater(ratio.sum(), 0.999)
 
@@ -223,7 +227,7 @@ class OrbaxTest(absltest.TestCase):
         # Steps 0, 2, ..., 10: name order would put 10 before 2.
         cls.steps = list(range(0, 12, 2))
         for step in cls.steps:
-            trajectory.save_snapshot(cls.root, step, _params(float(step)))
+            snapshots_lib.save_snapshot(cls.root, step, _params(float(step)))
 
     @classmethod
     def tearDownClass(cls):
@@ -233,13 +237,13 @@ class OrbaxTest(absltest.TestCase):
     def _expected(self):
         return np.stack(
             [
-                trajectory.flatten_params(_params(float(s)))[0]
+                snapshots_lib.flatten_params(_params(float(s)))[0]
                 for s in self.steps
             ]
         )
 
     def test_load_in_step_order(self):
-        data = trajectory.load_trajectory(self.root)
+        data = snapshots_lib.load_trajectory(self.root)
         self.assertEqual(data.dtype, np.float32)
         np.testing.assert_array_equal(data, self._expected())
 
@@ -247,7 +251,7 @@ class OrbaxTest(absltest.TestCase):
         like = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), _params()
         )
-        data = trajectory.load_trajectory(self.root, like=like)
+        data = snapshots_lib.load_trajectory(self.root, like=like)
         np.testing.assert_array_equal(data, self._expected())
 
     def test_like_fixes_the_order_of_custom_nodes(self):
@@ -255,25 +259,25 @@ class OrbaxTest(absltest.TestCase):
         # which flattens in another order.
         params = _Fields(z=jnp.zeros(2), a=jnp.ones(3))
         root = os.path.join(self._tmp.name, "named")
-        trajectory.save_snapshot(root, 0, params)
-        vector, _ = trajectory.flatten_params(params)
+        snapshots_lib.save_snapshot(root, 0, params)
+        vector, _ = snapshots_lib.flatten_params(params)
         np.testing.assert_array_equal(
-            trajectory.load_trajectory(root, like=params)[0], vector
+            snapshots_lib.load_trajectory(root, like=params)[0], vector
         )
         np.testing.assert_array_equal(
-            trajectory.load_trajectory(root)[0], [1, 1, 1, 0, 0]
+            snapshots_lib.load_trajectory(root)[0], [1, 1, 1, 0, 0]
         )
 
     def test_pca_matrix_from_weight_load_dir(self):
         p = trajectory.pca_matrix(2, weight_load_dir=self.root, like=_params())
         saved = os.path.join(self.root, trajectory.PCA_MAT_TEMP_NAME)
         np.testing.assert_array_equal(np.load(saved), p)
-        expected = trajectory.pca_components(self._expected(), 2)
+        expected = pca.pca_components(self._expected(), 2)
         np.testing.assert_array_equal(p, expected)
 
     def test_steps_must_increase(self):
         with self.assertRaisesRegex(ValueError, "Step 4 was not saved"):
-            trajectory.save_snapshot(self.root, 4, _params())
+            snapshots_lib.save_snapshot(self.root, 4, _params())
 
     def test_plain_checkpoints_by_name(self):
         import orbax.checkpoint as ocp
@@ -285,7 +289,7 @@ class OrbaxTest(absltest.TestCase):
         checkpointer.wait_until_finished()
         checkpointer.close()
         os.makedirs(os.path.join(root, "logs"))  # not a checkpoint: skipped
-        data = trajectory.load_trajectory(root)
+        data = snapshots_lib.load_trajectory(root)
         np.testing.assert_array_equal(data[:, 2], [1.0, 2.0])
 
     def test_bad_directory(self):
@@ -298,9 +302,9 @@ class OrbaxTest(absltest.TestCase):
             with self.assertRaisesRegex(
                 ValueError, f"weight_load_dir: {path!r} is None / not exists"
             ):
-                trajectory.load_trajectory(path)
+                snapshots_lib.load_trajectory(path)
         with self.assertRaisesRegex(ValueError, f"{empty!r} holds no Orbax"):
-            trajectory.load_trajectory(empty)
+            snapshots_lib.load_trajectory(empty)
 
 
 class PCAMatrixFileTest(parameterized.TestCase):
@@ -313,18 +317,16 @@ class PCAMatrixFileTest(parameterized.TestCase):
 
     def test_save_then_load(self):
         matrix = np.arange(6, dtype=np.float32).reshape(2, 3)
-        trajectory.save_pca_matrix(self.path, matrix)
+        pca_file.save_pca_matrix(self.path, matrix)
         self.assertEqual(os.listdir(self.dir), ["pca.npy"])  # no temp file
-        loaded = trajectory.load_pca_matrix(self.path, timeout=0)
+        loaded = pca_file.load_pca_matrix(self.path, timeout=0)
         np.testing.assert_array_equal(loaded, matrix)
         self.assertEqual(loaded.dtype, np.float32)
 
     def test_missing_file_times_out(self):
         start = time.monotonic()
         with self.assertRaisesRegex(TimeoutError, r"0\.3 s.*pca\.npy") as cm:
-            trajectory.load_pca_matrix(
-                self.path, timeout=0.3, poll_interval=0.05
-            )
+            pca_file.load_pca_matrix(self.path, timeout=0.3, poll_interval=0.05)
         self.assertLess(time.monotonic() - start, 0.3 + 1.0)
         self.assertIsInstance(cm.exception, RuntimeError)  # as MindSpore
 
@@ -333,12 +335,12 @@ class PCAMatrixFileTest(parameterized.TestCase):
 
         def write_later():
             time.sleep(0.2)
-            trajectory.save_pca_matrix(self.path, matrix)
+            pca_file.save_pca_matrix(self.path, matrix)
 
         writer = threading.Thread(target=write_later)
         writer.start()
         try:
-            loaded = trajectory.load_pca_matrix(
+            loaded = pca_file.load_pca_matrix(
                 self.path, timeout=5, poll_interval=0.05
             )
         finally:
@@ -348,12 +350,12 @@ class PCAMatrixFileTest(parameterized.TestCase):
     @parameterized.parameters(-1.0, math.nan, True, "1")
     def test_bad_timeout(self, timeout):
         with self.assertRaisesRegex(ValueError, "timeout"):
-            trajectory.load_pca_matrix(self.path, timeout=timeout)
+            pca_file.load_pca_matrix(self.path, timeout=timeout)
 
     def test_pca_matrix_saves_then_loads(self):
         data = _low_rank(12, 30)
         p = trajectory.pca_matrix(4, pca_mat_path=self.path, snapshots=data)
-        np.testing.assert_array_equal(p, trajectory.pca_components(data, 4))
+        np.testing.assert_array_equal(p, pca.pca_components(data, 4))
         np.testing.assert_array_equal(np.load(self.path), p)
         again = trajectory.pca_matrix(
             4, pca_mat_path=self.path, like=jnp.zeros(30)
@@ -361,7 +363,7 @@ class PCAMatrixFileTest(parameterized.TestCase):
         np.testing.assert_array_equal(again, p)
 
     def test_pca_matrix_shape_mismatch(self):
-        trajectory.save_pca_matrix(self.path, np.zeros((4, 30), np.float32))
+        pca_file.save_pca_matrix(self.path, np.zeros((4, 30), np.float32))
         with self.assertRaisesRegex(
             ValueError, r"\(4, 30\), expected \(4, 31\)"
         ):
@@ -399,12 +401,12 @@ class PCAMatrixFileTest(parameterized.TestCase):
         data = self._npy_bytes(np.eye(4, 30, dtype=np.float32))
         self._write(data[: int(fraction * len(data))])
         with self.assertRaisesRegex(
-            trajectory.PCAMatrixTimeoutError,
+            pca_file.PCAMatrixTimeoutError,
             f"Waited 0 s for the PCA matrix {self.path!r} to be complete, "
             f"and it stayed incomplete or unreadable: the last check saw "
             f"{seen}",
         ) as cm:
-            trajectory.load_pca_matrix(self.path, timeout=0)
+            pca_file.load_pca_matrix(self.path, timeout=0)
         if fraction == 0.5:
             self.assertIn(f"needs {len(data)}", str(cm.exception))
         # pca_matrix (MindSpore's "the file exists: load it") waits too.
@@ -412,7 +414,7 @@ class PCAMatrixFileTest(parameterized.TestCase):
             trajectory.pca_matrix(4, pca_mat_path=self.path, timeout=0)
 
     def test_waits_for_a_non_atomic_writer(self):
-        matrix = trajectory.pca_components(_low_rank(12, 300), 4)
+        matrix = pca.pca_components(_low_rank(12, 300), 4)
         data = self._npy_bytes(matrix)
         self._write(data[:200])  # the header and a few entries
 
@@ -423,7 +425,7 @@ class PCAMatrixFileTest(parameterized.TestCase):
         writer = threading.Thread(target=finish_later)
         writer.start()
         try:
-            loaded = trajectory.load_pca_matrix(
+            loaded = pca_file.load_pca_matrix(
                 self.path, timeout=5, poll_interval=0.02
             )
         finally:
@@ -433,13 +435,11 @@ class PCAMatrixFileTest(parameterized.TestCase):
     def test_unreadable_file_times_out_naming_it(self):
         self._write(b"not a .npy file at all")
         with self.assertRaisesRegex(
-            trajectory.PCAMatrixTimeoutError,
+            pca_file.PCAMatrixTimeoutError,
             r"Waited 0\.1 s .*pca\.npy' to be complete.*22 bytes whose \.npy "
             r"header does not parse \(the magic string is not correct",
         ):
-            trajectory.load_pca_matrix(
-                self.path, timeout=0.1, poll_interval=0.02
-            )
+            pca_file.load_pca_matrix(self.path, timeout=0.1, poll_interval=0.02)
 
     def test_numpy_errors_name_the_path(self):
         np.save(self.path, np.array([1.0, None]), allow_pickle=True)
@@ -448,14 +448,14 @@ class PCAMatrixFileTest(parameterized.TestCase):
             f"Could not load the PCA matrix {self.path!r}: ValueError: "
             "Object arrays cannot be loaded when allow_pickle=False",
         ):
-            trajectory.load_pca_matrix(self.path, timeout=0)
+            pca_file.load_pca_matrix(self.path, timeout=0)
 
     def test_missing_file_says_it_never_appeared(self):
         with self.assertRaisesRegex(
-            trajectory.PCAMatrixTimeoutError,
+            pca_file.PCAMatrixTimeoutError,
             r"and it did not appear \(no file at that path",
         ):
-            trajectory.load_pca_matrix(self.path, timeout=0)
+            pca_file.load_pca_matrix(self.path, timeout=0)
 
     @parameterized.named_parameters(
         ("nan", "nan", r"must be finite, but rows \[1\] \(1 of 4\)"),
@@ -467,14 +467,14 @@ class PCAMatrixFileTest(parameterized.TestCase):
         ),
     )
     def test_pca_matrix_refuses_a_bad_file(self, kind, message):
-        p = trajectory.pca_components(_low_rank(12, 30), 4)
+        p = pca.pca_components(_low_rank(12, 30), 4)
         if kind == "nan":
             p[1, 5] = np.nan
         elif kind == "zero":
             p[3] = 0.0
         else:
             p[0] *= 2.0
-        trajectory.save_pca_matrix(self.path, p)
+        pca_file.save_pca_matrix(self.path, p)
         with self.assertRaisesRegex(
             ValueError, f"^The PCA matrix {self.path!r} {message}"
         ) as cm:
@@ -488,13 +488,13 @@ class PCAMatrixFileTest(parameterized.TestCase):
         script = (
             "import os, signal, sys\n"
             "import numpy as np\n"
-            "from boostax._src import trajectory\n"
+            "from boostax._src import pca_file\n"
             "def save_and_die(f, array):\n"
             "    f.write(b'\\x93NUMPY')\n"
             "    f.flush()\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n"
             "np.save = save_and_die\n"
-            "trajectory.save_pca_matrix(sys.argv[1], np.eye(2, 3))\n"
+            "pca_file.save_pca_matrix(sys.argv[1], np.eye(2, 3))\n"
         )
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -510,7 +510,7 @@ class PCAMatrixFileTest(parameterized.TestCase):
         self.assertRegex(left, rf"^\.pca\.npy\..+\.{proc.pid}\.\w+\.tmp$")
         # Kept: this live process's file (another thread may be writing
         # it), another host's, another destination's, one without a pid.
-        live = trajectory._temp_prefix(self.path) + "live1234.tmp"
+        live = pca_file._temp_prefix(self.path) + "live1234.tmp"
         kept = [
             live,
             f".pca.npy.elsewhere.{proc.pid}.abcd1234.tmp",
@@ -520,19 +520,19 @@ class PCAMatrixFileTest(parameterized.TestCase):
         for name in kept:
             open(os.path.join(self.dir, name), "wb").close()
         matrix = np.eye(2, 3, dtype=np.float32)
-        trajectory.save_pca_matrix(self.path, matrix)
+        pca_file.save_pca_matrix(self.path, matrix)
         self.assertCountEqual(os.listdir(self.dir), ["pca.npy", *kept])
         np.testing.assert_array_equal(
-            trajectory.load_pca_matrix(self.path, timeout=0), matrix
+            pca_file.load_pca_matrix(self.path, timeout=0), matrix
         )
 
     def test_other_processes_wait_for_process_zero(self):
         data = _low_rank(12, 30)
-        expected = trajectory.pca_components(data, 4)
+        expected = pca.pca_components(data, 4)
 
         def write_later():
             time.sleep(0.2)
-            trajectory.save_pca_matrix(self.path, expected)
+            pca_file.save_pca_matrix(self.path, expected)
 
         with (
             mock.patch.object(jax, "process_count", return_value=2),

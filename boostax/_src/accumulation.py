@@ -33,8 +33,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from boostax._src import data_parallel as data_parallel_lib
-from boostax._src import validation
+from boostax._src import tree_utils, validation
 
 Schedule = Callable[[jax.Array], jax.Array]
 
@@ -62,14 +61,12 @@ class GradientAccumulationState(NamedTuple):
 def _check_every_k(every_k_schedule) -> Schedule:
     if callable(every_k_schedule):
         return every_k_schedule
-    expected = (
-        "`every_k_schedule` must be an int >= 1 or a schedule (step -> int)"
+    k = validation.check_int(
+        "every_k_schedule",
+        every_k_schedule,
+        minimum=1,
+        or_else="a schedule (step -> int)",
     )
-    if not validation.is_int(every_k_schedule):
-        raise TypeError(f"{expected}, {validation.got(every_k_schedule)}.")
-    if every_k_schedule < 1:
-        raise ValueError(f"{expected}, got {every_k_schedule!r}.")
-    k = int(every_k_schedule)
     return lambda step: k
 
 
@@ -129,11 +126,12 @@ def gradient_accumulation(
       MindSpore ``mindspore.boost.GradientAccumulation``.
     """
     every_k = _check_every_k(every_k_schedule)
-    if not isinstance(inner, optax.GradientTransformation):
-        raise TypeError(
-            "`inner` must be an optax.GradientTransformation (e.g. "
-            f"optax.adam(1e-3)), {validation.got(inner)}."
-        )
+    validation.check_instance(
+        "inner",
+        inner,
+        optax.GradientTransformation,
+        "an optax.GradientTransformation (e.g. optax.adam(1e-3))",
+    )
     inner = optax.with_extra_args_support(inner)
     given = accumulator_dtype
     try:
@@ -247,7 +245,7 @@ def has_updated(state: Any) -> jax.Array:
       >>> bool(boostax.has_updated(state))
       True
     """
-    found = data_parallel_lib.find_state(state, GradientAccumulationState)
+    found = tree_utils.find_state(state, GradientAccumulationState)
     if found is None:
         raise TypeError(
             "`state` must be a GradientAccumulationState or a pytree holding "

@@ -45,8 +45,6 @@ from boostax._src import validation
 
 AxisName = str | tuple[str, ...]
 
-_AXIS_MSG = "a mesh axis name (str) or a non-empty tuple of them"
-
 
 class AdaSumState(NamedTuple):
     """State of `adasum`.
@@ -70,25 +68,9 @@ class AdaSumState(NamedTuple):
 # Argument checks.
 
 
-def _check_eps(eps) -> float:
+def check_eps(eps) -> float:
+    """AdaSum's epsilon: a finite number > 0."""
     return validation.check_number("eps", eps, minimum=0, open_minimum=True)
-
-
-def _check_axis(name: str, axis: Any) -> tuple[str, ...]:
-    """The axis names as a tuple; `name` is the argument, for messages."""
-    if isinstance(axis, str):
-        return (axis,)
-    if (
-        isinstance(axis, tuple)
-        and axis
-        and all(isinstance(a, str) for a in axis)
-    ):
-        if len(set(axis)) != len(axis):
-            raise ValueError(
-                f"`{name}` must not repeat an axis name, got {axis!r}."
-            )
-        return axis
-    raise TypeError(f"`{name}` must be {_AXIS_MSG}, {validation.got(axis)}.")
 
 
 def _check_disjoint(node: tuple[str, ...], local: tuple[str, ...]) -> None:
@@ -101,10 +83,10 @@ def _check_disjoint(node: tuple[str, ...], local: tuple[str, ...]) -> None:
 
 def _check_node_and_local(axis_name, local_axis_name):
     """The node and (optional) local axes of the Optax wrappers."""
-    node = _check_axis("axis_name", axis_name)
+    node = validation.check_axis_names("axis_name", axis_name)
     local = None
     if local_axis_name is not None:
-        local = _check_axis("local_axis_name", local_axis_name)
+        local = validation.check_axis_names("local_axis_name", local_axis_name)
         _check_disjoint(node, local)
     return node, local
 
@@ -186,7 +168,7 @@ def adasum_pair(a: Any, b: Any, *, eps: float = 1e-12) -> Any:
       Maleki et al., `Scaling Distributed Training with Adaptive Summation
       <https://arxiv.org/abs/2006.02924>`_, MLSys 2021.
     """
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     if jax.tree.structure(a) != jax.tree.structure(b):
         raise ValueError(
             "`b` must have the structure of `a`, got "
@@ -515,8 +497,8 @@ def adasum_reduce(tree: Any, axis_name: AxisName, *, eps: float = 1e-12):
       Horovod ``horovod/common/ops/adasum/adasum.h``;
       MindSpore ``mindspore.boost.AdaSum``.
     """
-    eps = _check_eps(eps)
-    node = _check_axis("axis_name", axis_name)
+    eps = check_eps(eps)
+    node = validation.check_axis_names("axis_name", axis_name)
     return _reduce(tree, node, None, eps)
 
 
@@ -577,9 +559,9 @@ def hierarchical_adasum_reduce(
       MindSpore ``mindspore.boost.AdaSum``; Horovod's hierarchical AdaSum
       (``docs/adasum_user_guide.rst``).
     """
-    eps = _check_eps(eps)
-    local = _check_axis("local_axis", local_axis)
-    node = _check_axis("node_axis", node_axis)
+    eps = check_eps(eps)
+    local = validation.check_axis_names("local_axis", local_axis)
+    node = validation.check_axis_names("node_axis", node_axis)
     _check_disjoint(node, local)
     return _reduce(tree, node, local, eps)
 
@@ -657,7 +639,7 @@ def adasum(
     """
     _check_inner(inner)
     node, local = _check_node_and_local(axis_name, local_axis_name)
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     inner = optax.with_extra_args_support(inner)
 
     def init_fn(params):
@@ -728,7 +710,7 @@ def adasum_gradients(
       <https://arxiv.org/abs/2006.02924>`_, MLSys 2021.
     """
     node, local = _check_node_and_local(axis_name, local_axis_name)
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
 
     def update_fn(updates, state, params=None):
         del params

@@ -32,6 +32,7 @@ import numpy as np
 import optax
 
 from boostax._src import validation
+from boostax._src.tree_utils import path_names
 
 LAYOUTS = ("flax", "output_first")
 EXCLUDED_NAMES = ("beta", "gamma", "bias", "scale")
@@ -89,26 +90,6 @@ def centralize(g: jax.Array, layout: str = "flax") -> jax.Array:
     axes = _reduce_axes(g.ndim, layout)
     mean = jnp.mean(g.astype(jnp.float32), axis=axes, keepdims=True)
     return (g - mean).astype(g.dtype)
-
-
-def path_names(path) -> tuple[str, ...]:
-    """The names along a pytree key path (dict keys, attributes, indices).
-
-    NNX's ``value`` attribute of a variable is dropped, so Linen and NNX
-    parameters get the same kind of names (``("Conv_0", "kernel")``).
-    """
-    names = []
-    for key in path:
-        if isinstance(key, jax.tree_util.DictKey):
-            names.append(str(key.key))
-        elif isinstance(key, jax.tree_util.GetAttrKey):
-            if key.name != "value":
-                names.append(key.name)
-        elif isinstance(key, jax.tree_util.SequenceKey):
-            names.append(str(key.idx))
-        else:
-            names.append(str(key))
-    return tuple(names)
 
 
 def gradient_centralization_mask(

@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from boostax._src import user_warnings
+from boostax._src import user_warnings, validation
 
 #: The boost levels, as MindSpore names them: ``"O0"`` (no algorithm),
 #: ``"O1"`` (LessBN and gradient freezing), ``"O2"`` (O1 and AdaSum).
@@ -48,17 +48,13 @@ LEVEL_ALGORITHMS: Mapping[str, frozenset[str]] = {
 
 
 def check_level(level: Any) -> str:
-    """Returns `level` if it is one of `LEVELS`, else raises `ValueError`."""
-    if not isinstance(level, str):
-        raise TypeError(
-            f"`level` must be one of {list(LEVELS)} (a str), got "
-            f"{type(level).__name__} ({level!r})."
-        )
-    if level not in LEVELS:
-        raise ValueError(
-            f"`level` must be one of {list(LEVELS)}, got {level!r}."
-        )
-    return level
+    """Returns `level` if it is one of `LEVELS`.
+
+    Raises:
+      TypeError: `level` is not a str.
+      ValueError: `level` is a str but not one of `LEVELS`.
+    """
+    return validation.check_one_of("level", level, LEVELS)
 
 
 # ---------------------------------------------------------------------------
@@ -109,22 +105,17 @@ def _key(default, kind: str, allowed: _Range | None = None):
     )
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _coerce(name: str, kind: str, value):
     """Checks the type of `value` and returns it in its canonical form."""
     bad_type = TypeError(
-        f"`{name}` must be {_KIND_TEXT[kind]}, got "
-        f"{type(value).__name__} ({value!r})."
+        f"`{name}` must be {_KIND_TEXT[kind]}, {validation.got(value)}."
     )
     if kind == "bool":
         if not isinstance(value, bool):
             raise bad_type
         return value
     if kind == "int":
-        if not _is_int(value):
+        if not validation.is_int(value):
             raise bad_type
         return int(value)
     if kind in ("float", "seconds"):
@@ -137,11 +128,11 @@ def _coerce(name: str, kind: str, value):
             )
         return value
     if kind == "int_list":
-        if _is_int(value):
+        if validation.is_int(value):
             return (int(value),)
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
             raise bad_type
-        if not all(_is_int(v) for v in value):
+        if not all(validation.is_int(v) for v in value):
             raise bad_type
         return tuple(int(v) for v in value)
     if kind == "path":
@@ -321,8 +312,7 @@ def _check_names(config: Mapping) -> None:
             )
         if not isinstance(values, Mapping):
             raise TypeError(
-                f"Section {section!r} must be a dict, got "
-                f"{type(values).__name__} ({values!r})."
+                f"Section {section!r} must be a dict, {validation.got(values)}."
             )
         valid = [f.name for f in dataclasses.fields(SECTIONS[section])]
         for key in values:
@@ -526,8 +516,8 @@ class BoostConfig:
             config = {}
         if not isinstance(config, Mapping):
             raise TypeError(
-                "The boost config must be a dict of sections, got "
-                f"{type(config).__name__} ({config!r})."
+                "The boost config must be a dict of sections, "
+                f"{validation.got(config)}."
             )
         _check_names(config)
         sections = {
@@ -686,7 +676,6 @@ def boost_config(
         return BoostConfig.from_json(config, level=level)
     if not isinstance(config, Mapping):
         raise TypeError(
-            f"`{argument}` must be {accepted}; got "
-            f"{type(config).__name__} ({config!r})."
+            f"`{argument}` must be {accepted}; {validation.got(config)}."
         )
     return BoostConfig.from_dict(config, level=level)

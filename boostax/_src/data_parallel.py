@@ -39,24 +39,17 @@ from jax.sharding import PartitionSpec as P
 from boostax._src import adasum as adasum_lib
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import validation
+from boostax._src.tree_utils import contains_state as contains_state
+from boostax._src.tree_utils import find_state as find_state
+
+# `find_state` and `contains_state` live in tree_utils; they stay importable
+# from here for train_step and compat until those import tree_utils.
 
 REDUCTIONS = ("mean", "adasum", "adasum_gradients")
 
 
 def _is_dim_reduce_state(x) -> bool:
     return isinstance(x, dim_reduce_lib.DimReduceState)
-
-
-def find_state(tree, state_type):
-    """The first `state_type` node of a pytree (in leaf order), or ``None``."""
-    is_state = lambda x: isinstance(x, state_type)
-    found = [x for x in jax.tree.leaves(tree, is_leaf=is_state) if is_state(x)]
-    return found[0] if found else None
-
-
-def contains_state(tree, state_type) -> bool:
-    """Whether an optimizer state pytree holds a `state_type` node."""
-    return find_state(tree, state_type) is not None
 
 
 def _is_float(x) -> bool:
@@ -122,7 +115,7 @@ class DataParallel:
                     "`local_axis` needs a mesh with a node axis beside it, "
                     f"got the mesh axes {tuple(self.mesh.axis_names)}."
                 )
-        adasum_lib._check_eps(self.eps)
+        adasum_lib.check_eps(self.eps)
 
     @property
     def axes(self) -> tuple[str, ...]:

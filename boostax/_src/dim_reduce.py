@@ -4,10 +4,10 @@
 
 The weights of a network trained for a while move in a tiny subspace (Li et
 al., 2022): the top principal directions ``P`` (``k x N``, orthonormal rows)
-of snapshots of the flattened weights (`boostax._src.trajectory`). DimReduce
-then trains with BFGS in that ``k``-dimensional subspace, an Armijo line
-search on the same mini-batch, and a small momentum step on the part of the
-gradient outside the subspace.
+of snapshots of the flattened weights (``snapshots.py``, ``pca.py``).
+DimReduce then trains with BFGS in that ``k``-dimensional subspace, an
+Armijo line search on the same mini-batch, and a small momentum step on the
+part of the gradient outside the subspace.
 
 References:
   Li, Tan, Huang, Tao, Liu, Huang, `Low Dimensional Trajectory Hypothesis is
@@ -27,8 +27,7 @@ import optax
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from boostax._src import adasum as adasum_lib
-from boostax._src import trajectory as trajectory_lib
+from boostax._src import pca as pca_lib
 from boostax._src import validation
 
 # MindSpore's threshold on y.s below which the BFGS update is skipped.
@@ -63,17 +62,17 @@ class DimReduceState(NamedTuple):
 
 
 def _check_matrix(pca_matrix) -> Any:
-    """``P`` as float32, checked (`trajectory.check_pca_matrix`) if concrete.
+    """``P`` as float32, checked (`pca.check_pca_matrix`) if concrete.
 
     A traced matrix (``dim_reduce`` built inside ``jax.jit`` from an
     argument) has no values to check: only its shape and dtype are.
     """
     if isinstance(pca_matrix, jax.core.Tracer):
-        trajectory_lib.check_pca_shape(
+        pca_lib.check_pca_shape(
             pca_matrix.shape, pca_matrix.dtype, "`pca_matrix`"
         )
         return pca_matrix.astype(jnp.float32)
-    return trajectory_lib.check_pca_matrix(pca_matrix, "`pca_matrix`")
+    return pca_lib.check_pca_matrix(pca_matrix, "`pca_matrix`")
 
 
 def bfgs_update(bk, sk, y):
@@ -191,7 +190,7 @@ def dim_reduce(
     max_trials = validation.check_int("max_trials", max_trials, minimum=1)
     axes = None
     if axis_name is not None:
-        axes = adasum_lib._check_axis("axis_name", axis_name)
+        axes = validation.check_axis_names("axis_name", axis_name)
     k, n = matrix.shape
 
     def init_fn(params):

@@ -23,7 +23,7 @@ import optax
 
 from boostax._src import freezing as freezing_lib
 from boostax._src import validation
-from boostax._src.centralization import path_names
+from boostax._src.tree_utils import path_names
 
 
 class FreezeOutState(NamedTuple):

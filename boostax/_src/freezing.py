@@ -32,7 +32,7 @@ from flax import linen as nn
 from flax import nnx
 
 from boostax._src import model_graph, user_warnings, validation
-from boostax._src.centralization import path_names
+from boostax._src.tree_utils import path_names
 
 CONTINUOUS_STRATEGY = 0
 INTERVAL_STRATEGY = 1
@@ -40,6 +40,11 @@ INTERVAL_STRATEGY = 1
 # `progressive_freeze_steps`.
 PROGRESSIVE_STRATEGY = 2
 STRATEGIES = (CONTINUOUS_STRATEGY, INTERVAL_STRATEGY, PROGRESSIVE_STRATEGY)
+STRATEGY_NAMES = {
+    CONTINUOUS_STRATEGY: "continuous",
+    INTERVAL_STRATEGY: "interval",
+    PROGRESSIVE_STRATEGY: "progressive",
+}
 
 Path = tuple[str, ...]
 
@@ -92,16 +97,12 @@ def generate_freeze_index_sequence(
     n = validation.check_int(
         "parameter_groups_number", parameter_groups_number, minimum=0
     )
-    strategy_message = (
-        "Unsupported freezing training strategy: `freeze_strategy` must be "
-        "0 (continuous), 1 (interval) or 2 (progressive)"
+    freeze_strategy = validation.check_int_code(
+        "freeze_strategy",
+        freeze_strategy,
+        STRATEGY_NAMES,
+        context="Unsupported freezing training strategy: ",  # MindSpore's
     )
-    if not validation.is_int(freeze_strategy):
-        raise TypeError(
-            f"{strategy_message}, {validation.got(freeze_strategy)}."
-        )
-    if freeze_strategy not in STRATEGIES:
-        raise ValueError(f"{strategy_message}, got {freeze_strategy!r}.")
     freeze_p = validation.check_number(
         "freeze_p", freeze_p, minimum=0, maximum=1
     )

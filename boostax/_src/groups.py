@@ -18,15 +18,7 @@ from typing import Any
 import jax
 
 from boostax._src import validation
-from boostax._src.centralization import path_names
-
-
-def leaf_paths(tree: Any) -> list[tuple[str, ...]]:
-    """The name path of every leaf of `tree`, in leaf order."""
-    return [
-        path_names(path)
-        for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]
-    ]
+from boostax._src.tree_utils import leaf_paths, path_names
 
 
 def relabel(

@@ -33,7 +33,7 @@ import numpy as np
 import optax
 
 from boostax._src import validation
-from boostax._src.centralization import path_names
+from boostax._src.tree_utils import path_names
 
 
 class LossScaleState(NamedTuple):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -25,8 +26,6 @@ import jax
 from flax import linen as nn
 from flax import nnx
 from jax.extend import core as jex_core
-
-from boostax._src import objectives
 
 _SCOPE = "boostax_call_"
 _SCOPE_RE = re.compile(_SCOPE + r"(\d+)")
@@ -380,9 +379,26 @@ def as_inputs(sample_inputs: Any) -> tuple[Any, ...]:
     return (sample_inputs,)
 
 
+def accepts_train(module: nn.Module) -> bool:
+    """Whether a Linen module's ``__call__`` takes a ``train`` argument.
+
+    A wrapper whose ``__call__`` forwards ``**kwargs`` to a `network` field
+    (like `LinenLessBN`) is looked through.
+    """
+    try:
+        parameters = inspect.signature(type(module).__call__).parameters
+    except (TypeError, ValueError):
+        return False
+    if "train" in parameters:
+        return True
+    forwards = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+    inner = getattr(module, "network", None)
+    return forwards and isinstance(inner, nn.Module) and accepts_train(inner)
+
+
 def linen_eval_kwargs(module: nn.Module) -> dict[str, Any]:
     """``{"train": False}`` if the module's ``__call__`` takes ``train``."""
-    return {"train": False} if objectives.accepts_train(module) else {}
+    return {"train": False} if accepts_train(module) else {}
 
 
 def model_graph(model: Any, sample_inputs: Any) -> Graph:

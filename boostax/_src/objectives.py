@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -48,6 +47,7 @@ from flax import linen as nn
 from flax import nnx
 
 from boostax._src import validation
+from boostax._src.model_graph import accepts_train
 
 PyTree = Any
 LossAux = tuple[PyTree, dict[str, jax.Array]]
@@ -133,8 +133,8 @@ def check_batch_keys(batch_keys) -> tuple[str, str] | None:
     ):
         raise TypeError(
             "`batch_keys` must be None or a pair of distinct keys "
-            "(inputs key, targets key), e.g. ('image', 'label'), got "
-            f"{type(batch_keys).__name__} ({batch_keys!r})."
+            "(inputs key, targets key), e.g. ('image', 'label'), "
+            f"{validation.got(batch_keys)}."
         )
     return tuple(batch_keys)
 
@@ -147,7 +147,7 @@ def _check_kwargs(name: str, value) -> dict[str, Any] | None:
     ):
         raise TypeError(
             f"`{name}` must be None or a dict of keyword arguments of the "
-            f"model's call, got {type(value).__name__} ({value!r})."
+            f"model's call, {validation.got(value)}."
         )
     return dict(value)
 
@@ -161,8 +161,8 @@ def _check_rng_collections(value) -> tuple[str, ...]:
     ):
         raise TypeError(
             "`rng_collections` must be a sequence of distinct RNG stream "
-            "names (e.g. ('dropout', 'noise')), got "
-            f"{type(value).__name__} ({value!r})."
+            "names (e.g. ('dropout', 'noise')), "
+            f"{validation.got(value)}."
         )
     return tuple(value)
 
@@ -325,23 +325,6 @@ def _loss_result(result, has_aux: bool, name: str):
             f"batch), got shape {jnp.shape(value)}."
         )
     return value, metrics
-
-
-def accepts_train(module: nn.Module) -> bool:
-    """Whether a Linen module's ``__call__`` takes a ``train`` argument.
-
-    A wrapper whose ``__call__`` forwards ``**kwargs`` to a `network` field
-    (like `LinenLessBN`) is looked through.
-    """
-    try:
-        parameters = inspect.signature(type(module).__call__).parameters
-    except (TypeError, ValueError):
-        return False
-    if "train" in parameters:
-        return True
-    forwards = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
-    inner = getattr(module, "network", None)
-    return forwards and isinstance(inner, nn.Module) and accepts_train(inner)
 
 
 @dataclasses.dataclass(frozen=True)

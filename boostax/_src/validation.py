@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 _REPR_LIMIT = 80
@@ -62,18 +63,33 @@ def is_int(value: Any) -> bool:
     )
 
 
-def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    minimum: int | None = None,
+    or_else: str | None = None,
+) -> int:
     """Returns `value` as an ``int``; it must be an integer >= `minimum`.
+
+    Args:
+      name: the argument's name, for the message.
+      value: the value given.
+      minimum: the smallest value accepted (``None``: unbounded).
+      or_else: what else the argument accepts, which the caller handled
+        before (``"a schedule (step -> int)"``), for the message.
 
     Raises:
       TypeError: `value` is not an integer (a bool is not one).
       ValueError: `value` is below `minimum`.
     """
     bound = "" if minimum is None else f" >= {minimum}"
+    alternative = "" if or_else is None else f" or {or_else}"
+    expected = f"`{name}` must be an int{bound}{alternative}"
     if not is_int(value):
-        raise TypeError(f"`{name}` must be an int{bound}, {_got(value)}.")
+        raise TypeError(f"{expected}, {_got(value)}.")
     if minimum is not None and value < minimum:
-        raise ValueError(f"`{name}` must be an int{bound}, got {value!r}.")
+        raise ValueError(f"{expected}, got {value!r}.")
     return int(value)
 
 
@@ -98,11 +114,37 @@ def check_optional_int(
     """`check_int`, with ``None`` allowed (`none_means` says what it does)."""
     if value is None:
         return None
-    bound = "" if minimum is None else f" >= {minimum}"
-    expected = f"`{name}` must be an int{bound} or None ({none_means})"
+    return check_int(
+        name, value, minimum=minimum, or_else=f"None ({none_means})"
+    )
+
+
+def check_int_code(
+    name: str, value: Any, codes: Mapping[int, str], *, context: str = ""
+) -> int:
+    """Returns `value` as an ``int``; it must be one of the keys of `codes`.
+
+    For MindSpore's integer options whose values stand for names, e.g.
+    ``codes={0: "continuous", 1: "interval"}``: the message lists each code
+    with its name (``"0 (continuous) or 1 (interval)"``).
+
+    Args:
+      name: the argument's name, for the message.
+      value: the value given.
+      codes: the accepted ints and what each means.
+      context: words put before the message (MindSpore's own message).
+
+    Raises:
+      TypeError: `value` is not an integer (a bool is not one).
+      ValueError: `value` is not one of the codes.
+    """
+    described = [f"{code} ({meaning})" for code, meaning in codes.items()]
+    if len(described) > 1:
+        described = [", ".join(described[:-1]), described[-1]]
+    expected = f"{context}`{name}` must be {' or '.join(described)}"
     if not is_int(value):
         raise TypeError(f"{expected}, {_got(value)}.")
-    if minimum is not None and value < minimum:
+    if value not in codes:
         raise ValueError(f"{expected}, got {value!r}.")
     return int(value)
 
@@ -316,6 +358,31 @@ def check_sequence(
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"`{name}` must be {what}, {_got(value)}.")
     return list(value)
+
+
+def check_axis_names(name: str, value: Any) -> tuple[str, ...]:
+    """Returns mesh axis names as a tuple: one ``str``, or a tuple of them.
+
+    Raises:
+      TypeError: `value` is neither a str nor a non-empty tuple of str.
+      ValueError: the tuple repeats a name.
+    """
+    if isinstance(value, str):
+        return (value,)
+    if (
+        isinstance(value, tuple)
+        and value
+        and all(isinstance(a, str) for a in value)
+    ):
+        if len(set(value)) != len(value):
+            raise ValueError(
+                f"`{name}` must not repeat an axis name, got {value!r}."
+            )
+        return value
+    raise TypeError(
+        f"`{name}` must be a mesh axis name (str) or a non-empty tuple of "
+        f"them, {_got(value)}."
+    )
 
 
 def _np_bool():

@@ -1,0 +1,242 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""LessBN's decisions for one model: the plan, and the report users read.
+
+`plan_less_bn` runs MindSpore's patterns (``less_bn_patterns.py``) on a
+model's graph (``model_graph.py``) and decides which BatchNorms go, which
+dense layer becomes the FN head, which layers gradient centralization must
+leave alone and which kept BatchNorms start at scale zero. The result, a
+`LessBNPlan`, is framework-free (module paths only); the Linen and NNX
+modules apply it. Its `LessBNReport` says what was removed and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from boostax._src import less_bn_patterns, model_graph, validation
+
+
+@dataclasses.dataclass(frozen=True)
+class RemovedBatchNorm:
+    """One BatchNorm LessBN removes.
+
+    Attributes:
+      path: the BN module's path, ``/``-joined.
+      block: the structure recognized (e.g. ``"ResNet basic block,
+        identity shortcut"``).
+      reason: which BN of that structure this is.
+      pattern: the number (1-16) of MindSpore's LessBN pattern that removed
+        it.
+    """
+
+    path: str
+    block: str
+    reason: str
+    pattern: int
+
+    def __post_init__(self):
+        for name in ("path", "block", "reason"):
+            validation.check_str(name, getattr(self, name), allow_empty=True)
+        validation.check_int_in("pattern", self.pattern, 1, 16)
+
+
+@dataclasses.dataclass(frozen=True)
+class LessBNReport:
+    """What LessBN does to a model.
+
+    Attributes:
+      removed: the BatchNorms removed, in call order.
+      kept: paths of the BatchNorms that stay.
+      fn_head: path of the dense layer replaced by the FN head, or ``None``.
+      removed_parameters: trainable parameters removed (BN scales and
+        biases, and the dense bias when an FN head replaces it, minus the
+        FN multiplier).
+    """
+
+    removed: tuple[RemovedBatchNorm, ...]
+    kept: tuple[str, ...]
+    fn_head: str | None
+    removed_parameters: int
+
+    def __post_init__(self):
+        for r in validation.check_sequence(
+            "removed", self.removed, "a tuple of RemovedBatchNorm"
+        ):
+            validation.check_instance(
+                "removed", r, RemovedBatchNorm, "a tuple of RemovedBatchNorm"
+            )
+        for path in validation.check_sequence(
+            "kept", self.kept, "a tuple of paths (strs)"
+        ):
+            validation.check_str("kept", path, allow_empty=True)
+        if self.fn_head is not None:
+            validation.check_str("fn_head", self.fn_head, allow_empty=True)
+        # Negative when an FN head replaces a bias-free layer (+1 multiplier).
+        validation.check_int("removed_parameters", self.removed_parameters)
+
+    def __str__(self) -> str:
+        lines = [
+            f"LessBN: {len(self.removed)} of "
+            f"{len(self.removed) + len(self.kept)} BatchNorms removed, "
+            f"{self.removed_parameters} parameters fewer."
+        ]
+        lines += [
+            f"  - {r.path}: {r.block}, {r.reason} (pattern {r.pattern})"
+            for r in self.removed
+        ]
+        lines += [f"  = {path}: kept" for path in self.kept]
+        if self.fn_head is not None:
+            lines.append(f"  FN head replaces dense layer {self.fn_head}")
+        return "\n".join(lines)
+
+
+def path_str(path: Sequence[Any]) -> str:
+    return "/".join(str(p) for p in path)
+
+
+@dataclasses.dataclass(frozen=True)
+class LessBNPlan:
+    """The decisions of LessBN for one model.
+
+    Attributes:
+      removed: module paths of the BatchNorms to remove.
+      fn_head: module path of the dense layer to turn into an FN head.
+      excluded_from_gc: module paths gradient centralization leaves alone
+        (grouped and depthwise convolutions, FN heads).
+      report: the `LessBNReport`.
+      fn_scale: the FN head's initial scale (`FNHead.scale_init`).
+      fn_log_scale: whether the FN head trains ``log(s)``.
+      zero_init: paths of the kept BatchNorms whose scale starts at zero
+        (the last BatchNorm of each residual branch, with
+        ``zero_init_residual``), so that each block starts as the identity.
+    """
+
+    removed: tuple[tuple[Any, ...], ...]
+    fn_head: tuple[Any, ...] | None
+    excluded_from_gc: tuple[tuple[Any, ...], ...]
+    report: LessBNReport
+    fn_scale: float = 1.0
+    fn_log_scale: bool = False
+    zero_init: tuple[tuple[Any, ...], ...] = ()
+
+
+def residual_branch_ends(
+    graph: model_graph.Graph, removed: Sequence[tuple[Any, ...]]
+) -> tuple[tuple[Any, ...], ...]:
+    """The kept BatchNorms that end a residual branch LessBN thinned.
+
+    A BatchNorm ends a residual branch when a residual add reads its output
+    (through reshapes and casts); the branch was thinned when LessBN removed
+    a BatchNorm upstream of it within the same block (before the add's
+    other operand joins). Zero-initialising their scales (Goyal et al.,
+    2017; torchvision's ``zero_init_residual``) makes every such block start
+    as the identity, the role SkipInit's and Fixup's zero gates play in
+    BatchNorm-free networks.
+    """
+    removed = set(removed)
+    ends = []
+    for node in graph.layers("batch_norm"):
+        if node.path in removed:
+            continue
+        if not any(c.kind == "add" for c in graph.data_consumers(node)):
+            continue
+        upstream = [
+            n.path
+            for n in graph.backward_chain(node)[1:]
+            if n.kind == "batch_norm" or n.kind == "add"
+        ]
+        # Up to the previous block's add (the block's input).
+        for path in upstream:
+            if path is None:
+                break
+            if path in removed:
+                ends.append(node.path)
+                break
+    return tuple(ends)
+
+
+def plan_less_bn(
+    graph: model_graph.Graph,
+    *,
+    fn_flag: bool,
+    param_counts,
+    fn_scale: float = 1.0,
+    fn_log_scale: bool = False,
+    zero_init_residual: bool = False,
+) -> LessBNPlan:
+    """Applies the rules to a model graph.
+
+    Args:
+      graph: the model's `model_graph.Graph`.
+      fn_flag: also replace the last dense layer by an FN head.
+      param_counts: ``param_counts(path) -> int``, the number of trainable
+        parameters of the module at `path`.
+      fn_scale, fn_log_scale: the FN head's scale (see `FNHead`).
+      zero_init_residual: start each thinned residual branch's last
+        BatchNorm at scale zero (`residual_branch_ends`).
+    """
+    fn_head_node = None
+    if fn_flag:
+        dense = list(graph.layers("dense"))
+        if dense:
+            fn_head_node = dense[-1]
+        else:
+            warnings.warn(
+                "LessBN: fn_flag=True but the model has no dense layer to "
+                "replace by an FN head.",
+                UserWarning,
+                stacklevel=3,
+            )
+    # MindSpore's FN head puts L2Normalize before its MatMul, so the dense
+    # layer it replaces starts no match.
+    matches = less_bn_patterns.match(
+        graph, not_starts=() if fn_head_node is None else (fn_head_node.id,)
+    )
+    removed_paths = [graph.nodes[m.batch_norm].path for m in matches]
+    kept = tuple(
+        path_str(n.path)
+        for n in graph.layers("batch_norm")
+        if n.path not in removed_paths
+    )
+    removed_parameters = sum(param_counts(p) for p in removed_paths)
+    fn_head = None
+    if fn_head_node is not None:
+        fn_head = fn_head_node.path
+        # The bias goes, the multiplier comes.
+        module = fn_head_node.call.module
+        use_bias = getattr(module, "use_bias", True)
+        features = getattr(
+            module, "features", getattr(module, "out_features", 0)
+        )
+        removed_parameters += (features if use_bias else 0) - 1
+    report = LessBNReport(
+        removed=tuple(
+            RemovedBatchNorm(
+                path_str(path), m.pattern.block, m.role, m.pattern.number
+            )
+            for path, m in zip(removed_paths, matches, strict=True)
+        ),
+        kept=kept,
+        fn_head=None if fn_head is None else path_str(fn_head),
+        removed_parameters=removed_parameters,
+    )
+    excluded = [
+        n.path for n in graph.nodes if n.kind in ("grouped_conv", "fn_head")
+    ]
+    if fn_head is not None:
+        excluded.append(fn_head)
+    return LessBNPlan(
+        tuple(removed_paths),
+        fn_head,
+        tuple(excluded),
+        report,
+        fn_scale=fn_scale,
+        fn_log_scale=fn_log_scale,
+        zero_init=residual_branch_ends(graph, removed_paths)
+        if zero_init_residual
+        else (),
+    )
