@@ -12,8 +12,8 @@ import jax
 import optax
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import train_step as train_step_lib
 from boostax._src import validation
+from boostax._src.mindspore import _common
 
 
 class GradientAccumulation:
@@ -29,7 +29,7 @@ class GradientAccumulation:
         validation.check_int(
             "max_accumulation_step", max_accumulation_step, minimum=1
         )
-        train_step_lib.check_optimizer(optimizer)
+        _common.check_optimizer(optimizer)
         self.max_accumulation_step = max_accumulation_step
         self.optimizer = optimizer
         self._tx = accumulation_lib.gradient_accumulation(

@@ -93,7 +93,7 @@ class AutoBoost:
           so.
         """
         _common.check_network(network)
-        train_step_lib.check_optimizer(optimizer)
+        _common.check_optimizer(optimizer)
         auto_boost_lib.check_implemented(self.config)
         auto_boost_lib.check_compatible(self.config)
         step_options = [

@@ -19,7 +19,6 @@ from flax import linen as nn
 
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import objectives, validation
-from boostax._src import train_step as train_step_lib
 from boostax._src.mindspore import _common
 
 
@@ -67,7 +66,7 @@ class DimReduce:
         model_state: Any = None,
     ):
         _common.check_network(network)
-        train_step_lib.check_optimizer(optimizer)
+        _common.check_optimizer(optimizer)
         n_components = validation.check_int(
             "n_components", n_components, minimum=1
         )

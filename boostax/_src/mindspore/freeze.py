@@ -20,6 +20,7 @@ from boostax._src import config as config_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import groups, objectives, validation
 from boostax._src import train_step as train_step_lib
+from boostax._src.mindspore import _common
 
 
 def _as_path(leaf) -> tuple[str, ...]:
@@ -59,7 +60,7 @@ class FreezeOpt:
         learning_rate: Sequence[float] | None = None,
     ):
         if learning_rate is None:
-            train_step_lib.check_optimizer(opt)
+            _common.check_optimizer(opt)
         elif not callable(opt) or isinstance(opt, optax.GradientTransformation):
             raise TypeError(
                 "With `learning_rate`, `opt` must be a factory "

@@ -20,7 +20,6 @@ from flax import nnx
 
 from boostax._src import centralization, groups, model_graph, validation
 from boostax._src import less_bn as less_bn_lib
-from boostax._src import train_step as train_step_lib
 from boostax._src.mindspore import _common
 
 
@@ -100,9 +99,9 @@ class OptimizerProcess:
                     "optax.partition)."
                 )
             for tx in opt.values():
-                train_step_lib.check_optimizer(tx)
+                _common.check_optimizer(tx)
         else:
-            train_step_lib.check_optimizer(opt)
+            _common.check_optimizer(opt)
             if param_labels is not None:
                 raise ValueError(
                     "`param_labels` goes with a mapping of per-group "
