@@ -102,6 +102,7 @@ class AutoBoost:
             if self.config.is_enabled(name)
         ]
         if step_options:
+            # Silently dropping them would train without them.
             warnings.warn(
                 f"{', '.join(step_options)}: applied by the train step, not "
                 "to the network and optimizer returned here; build the step "

@@ -24,9 +24,52 @@ from boostax._src.mindspore import _common
 
 
 def _as_path(leaf) -> tuple[str, ...]:
+    """A parameter path as a tuple of names (from ``"a/b"`` or a sequence)."""
     if isinstance(leaf, str):
         return tuple(leaf.split("/"))
     return tuple(str(k) for k in leaf)
+
+
+def _check_opt(opt, learning_rate) -> None:
+    """`opt` is an optimizer, or with `learning_rate` a factory of them."""
+    if learning_rate is None:
+        _common.check_optimizer(opt)
+    elif not callable(opt) or isinstance(opt, optax.GradientTransformation):
+        raise TypeError(
+            "With `learning_rate`, `opt` must be a factory "
+            "opt(schedule) -> optax.GradientTransformation, got "
+            f"{type(opt).__name__}."
+        )
+    else:
+        validation.check_numbers("learning_rate", learning_rate, minimum=0)
+
+
+def _parameter_groups(train_parameter_groups):
+    """The groups as tuples of path tuples; ``None`` stays ``None``."""
+    if train_parameter_groups is None:
+        return None
+    if not isinstance(train_parameter_groups, (tuple, list)):
+        raise TypeError(
+            "`train_parameter_groups` must be a tuple or list, got "
+            f"{type(train_parameter_groups).__name__}."
+        )
+    for group in train_parameter_groups:
+        if not isinstance(group, (tuple, list)):
+            raise TypeError(
+                "Each group of `train_parameter_groups` must be a "
+                f"tuple or list, got {type(group).__name__}."
+            )
+        for leaf in group:
+            if not isinstance(leaf, (str, tuple, list)):
+                raise TypeError(
+                    "The parameter paths of `train_parameter_groups` "
+                    "must be '/'-joined strs or tuples of names, "
+                    f"{validation.got(leaf)}."
+                )
+    return tuple(
+        tuple(_as_path(leaf) for leaf in group)
+        for group in train_parameter_groups
+    )
 
 
 class FreezeOpt:
@@ -59,43 +102,10 @@ class FreezeOpt:
         *,
         learning_rate: Sequence[float] | None = None,
     ):
-        if learning_rate is None:
-            _common.check_optimizer(opt)
-        elif not callable(opt) or isinstance(opt, optax.GradientTransformation):
-            raise TypeError(
-                "With `learning_rate`, `opt` must be a factory "
-                "opt(schedule) -> optax.GradientTransformation, got "
-                f"{type(opt).__name__}."
-            )
-        else:
-            validation.check_numbers("learning_rate", learning_rate, minimum=0)
+        _check_opt(opt, learning_rate)
         if train_strategy is not None and train_parameter_groups is None:
             raise ValueError("`train_strategy` needs `train_parameter_groups`.")
-        if train_parameter_groups is not None:
-            if not isinstance(train_parameter_groups, (tuple, list)):
-                raise TypeError(
-                    "`train_parameter_groups` must be a tuple or list, got "
-                    f"{type(train_parameter_groups).__name__}."
-                )
-            for group in train_parameter_groups:
-                if not isinstance(group, (tuple, list)):
-                    raise TypeError(
-                        "Each group of `train_parameter_groups` must be a "
-                        f"tuple or list, got {type(group).__name__}."
-                    )
-                for leaf in group:
-                    if not isinstance(leaf, (str, tuple, list)):
-                        raise TypeError(
-                            "The parameter paths of `train_parameter_groups` "
-                            "must be '/'-joined strs or tuples of names, "
-                            f"{validation.got(leaf)}."
-                        )
-            groups = tuple(
-                tuple(_as_path(leaf) for leaf in g)
-                for g in train_parameter_groups
-            )
-        else:
-            groups = None
+        groups = _parameter_groups(train_parameter_groups)
         count = 1 if groups is None else len(groups)
         self.train_strategy = self._strategy(train_strategy, count)
         if self.train_strategy.min() < 0 or self.train_strategy.max() >= count:
@@ -310,6 +320,40 @@ def freeze_cell(
     validation.check_int(
         "max_accumulation_step", max_accumulation_step, minimum=1
     )
+    _refuse_unwired(
+        reducer_flag,
+        sens,
+        use_grad_accumulation,
+        mean,
+        degree,
+        max_accumulation_step,
+    )
+    if grad is not None:
+        raise ValueError(
+            "`grad` must be None: boostax differentiates with "
+            f"jax.value_and_grad (pass grad=None), {validation.got(grad)}."
+        )
+    step = _freezing_train_step(network, optimizer, loss)
+    cells = FreezeCells(
+        step.at_depth(k) for k in range(len(optimizer.optimizers))
+    )
+    cells.train_step = step
+    return cells
+
+
+def _refuse_unwired(
+    reducer_flag,
+    sens,
+    use_grad_accumulation,
+    mean,
+    degree,
+    max_accumulation_step,
+) -> None:
+    """Refuses the options MindSpore's cells wire and `freeze_cell` does not.
+
+    Each has a home in `boostax.auto_boost` (where it combines with
+    freezing): accepting and ignoring one would train something else.
+    """
     if reducer_flag or mean is not None or degree is not None:
         raise NotImplementedError(
             "freeze_cell does not wire data-parallel gradient reduction "
@@ -326,20 +370,14 @@ def freeze_cell(
             "freeze_cell does not wire loss scaling (`sens`): use "
             "boostax.auto_boost(..., loss_scale=...) with grad_freeze on."
         )
-    if grad is not None:
-        raise ValueError(
-            "`grad` must be None: boostax differentiates with "
-            f"jax.value_and_grad (pass grad=None), {validation.got(grad)}."
-        )
-    step = _freezing_train_step(network, optimizer, loss)
-    cells = FreezeCells(
-        step.at_depth(k) for k in range(len(optimizer.optimizers))
-    )
-    cells.train_step = step
-    return cells
 
 
 def _freezing_train_step(network, optimizer: FreezeOpt, loss):
+    """The `boostax.TrainStep` of a `FreezeOpt`: one state per group.
+
+    The step's optimizer is group 0's; the plan's ``group_optimizers`` (one
+    per group, `FreezeOpt.optimizers`) give every depth its own.
+    """
     objective = objectives.make_objective(model=network, loss=loss)
     return train_step_lib.TrainStep(
         objective, optimizer.optimizers[0], freezing=optimizer.freezing
