@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import optax
 
 import boostax
+from boostax import mindspore as boost
 from boostax.examples import compilation_cache, data, models
 
 TARGET = 1.05
@@ -61,7 +62,7 @@ def main(argv=None) -> dict:
         "group": (
             "O0",
             {"boost": {"mode": "manual", "loss_scale_group": True}},
-            boostax.GroupLossScaleManager(2.0**10, groups),
+            boost.GroupLossScaleManager(2.0**10, groups),
         ),
     }
     runs, flops = {}, {}

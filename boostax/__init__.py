@@ -2,6 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """boostax: MindSpore's training-acceleration algorithms for JAX and Optax."""
 
+# MindSpore's object API (AutoBoost, the cells, ...) has a namespace of its
+# own, so that its names never clash with the functional API's.
+from boostax import mindspore as mindspore
 from boostax._src.accumulation import (
     GradientAccumulationState as GradientAccumulationState,
 )
@@ -30,22 +33,6 @@ from boostax._src.centralization import (
 from boostax._src.centralization import (
     with_gradient_centralization as with_gradient_centralization,
 )
-from boostax._src.compat import AdaSum as AdaSum
-from boostax._src.compat import AutoBoost as AutoBoost
-from boostax._src.compat import BoostTrainOneStepCell as BoostTrainOneStepCell
-from boostax._src.compat import (
-    BoostTrainOneStepWithLossScaleCell as BoostTrainOneStepWithLossScaleCell,
-)
-from boostax._src.compat import DimReduce as DimReduce
-from boostax._src.compat import FreezeCells as FreezeCells
-from boostax._src.compat import FreezeOpt as FreezeOpt
-from boostax._src.compat import GradientAccumulation as GradientAccumulation
-from boostax._src.compat import GradientFreeze as GradientFreeze
-from boostax._src.compat import GroupLossScaleManager as GroupLossScaleManager
-from boostax._src.compat import LessBN as LessBN
-from boostax._src.compat import OptimizerProcess as OptimizerProcess
-from boostax._src.compat import ParameterProcess as ParameterProcess
-from boostax._src.compat import freeze_cell as freeze_cell
 from boostax._src.config import ALGORITHMS as ALGORITHMS
 from boostax._src.config import LEVELS as LEVELS
 from boostax._src.config import MODES as MODES
@@ -140,39 +127,28 @@ __all__ = (
     "ACCELERATORS",
     "ALGORITHMS",
     "Accelerator",
-    "AdaSum",
     "AdaSumState",
     "AlgorithmNotImplementedError",
     "AlgorithmStates",
-    "AutoBoost",
     "BoostConfig",
     "BoostSection",
-    "BoostTrainOneStepCell",
-    "BoostTrainOneStepWithLossScaleCell",
     "CommonSection",
     "CostReport",
     "DataParallel",
-    "DimReduce",
     "DimReduceSection",
     "DimReduceState",
     "DynamicLossScale",
     "ExecutableCost",
     "FNHead",
-    "FreezeCells",
-    "FreezeOpt",
     "FreezeOutState",
     "FreezeState",
     "Freezing",
     "FunctionObjective",
     "GradAccumulationSection",
     "GradFreezeSection",
-    "GradientAccumulation",
     "GradientAccumulationState",
-    "GradientFreeze",
     "GroupLossScale",
-    "GroupLossScaleManager",
     "LEVELS",
-    "LessBN",
     "LessBNReport",
     "LessBNSection",
     "LinenLessBN",
@@ -183,9 +159,7 @@ __all__ = (
     "NNXIdentity",
     "NNXObjective",
     "Objective",
-    "OptimizerProcess",
     "PCAMatrixTimeoutError",
-    "ParameterProcess",
     "PlainRecipe",
     "RemovedBatchNorm",
     "StaticLossScale",
@@ -207,7 +181,6 @@ __all__ = (
     "executable_cost",
     "explained_variance_ratio",
     "flatten_params",
-    "freeze_cell",
     "from_flax_train_state",
     "full_normalization",
     "generate_freeze_index_sequence",

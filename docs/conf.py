@@ -132,14 +132,23 @@ def _promote_readme_headings(app, relative_path, parent_docname, content):
 
 
 def _check_api_complete(app, env):
-    """Fails the build (-W) when a name of `boostax.__all__` is undocumented."""
+    """Fails the build (-W) when a public name is undocumented.
+
+    The public names: those of `boostax.__all__` and of
+    `boostax.mindspore.__all__` (MindSpore's object API).
+    """
     documented = env.domains["py"].objects
-    missing = [n for n in boostax.__all__ if f"boostax.{n}" not in documented]
-    if missing:
-        logger.warning(
-            "boostax.__all__ names on no page of docs/api/: %s",
-            ", ".join(missing),
-        )
+    for module in (boostax, boostax.mindspore):
+        prefix = module.__name__
+        missing = [
+            n for n in module.__all__ if f"{prefix}.{n}" not in documented
+        ]
+        if missing:
+            logger.warning(
+                "%s.__all__ names on no page of docs/api/: %s",
+                prefix,
+                ", ".join(missing),
+            )
 
 
 def setup(app):

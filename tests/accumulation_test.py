@@ -11,6 +11,7 @@ import optax
 from absl.testing import absltest, parameterized
 
 import boostax
+from boostax import mindspore as boost
 from boostax.examples import models
 from tests import _utils
 
@@ -277,7 +278,7 @@ class AutoBoostAccumulationTest(absltest.TestCase):
 
 class GradientAccumulationClassTest(absltest.TestCase):
     def test_seed_api(self):
-        acc = boostax.GradientAccumulation(2, optax.sgd(1.0))
+        acc = boost.GradientAccumulation(2, optax.sgd(1.0))
         params = jnp.zeros(2)
         state = acc.init(params)
         _, state = acc.update(jnp.ones(2), state, params)

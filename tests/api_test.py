@@ -1,10 +1,32 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for the public API of `boostax`."""
+"""Tests for the public API of `boostax` and `boostax.mindspore`."""
+
+import collections
+import inspect
 
 from absl.testing import absltest
 
 import boostax
+from boostax import mindspore as boost
+
+# MindSpore's ``mindspore.boost`` object API, exactly: `boostax.mindspore`.
+MINDSPORE_NAMES = (
+    "AdaSum",
+    "AutoBoost",
+    "BoostTrainOneStepCell",
+    "BoostTrainOneStepWithLossScaleCell",
+    "DimReduce",
+    "FreezeCells",
+    "FreezeOpt",
+    "GradientAccumulation",
+    "GradientFreeze",
+    "GroupLossScaleManager",
+    "LessBN",
+    "OptimizerProcess",
+    "ParameterProcess",
+    "freeze_cell",
+)
 
 
 class ApiTest(absltest.TestCase):
@@ -31,6 +53,40 @@ class ApiTest(absltest.TestCase):
 
     def test_version(self):
         self.assertRegex(boostax.__version__, r"^\d+\.\d+\.\d+")
+
+    def test_no_two_names_differ_only_by_case(self):
+        # `adasum` and `AdaSum` side by side made a port read ambiguously;
+        # the MindSpore classes live in `boostax.mindspore` instead.
+        by_folded = collections.defaultdict(list)
+        for name in boostax.__all__:
+            by_folded[name.casefold()].append(name)
+        clashes = [names for names in by_folded.values() if len(names) > 1]
+        self.assertEmpty(clashes)
+
+
+class MindSporeApiTest(absltest.TestCase):
+    def test_is_an_attribute_of_boostax(self):
+        self.assertIs(boostax.mindspore, boost)
+        self.assertTrue(inspect.ismodule(boost))
+
+    def test_all_names_exactly_the_mindspore_object_api(self):
+        self.assertEqual(boost.__all__, MINDSPORE_NAMES)
+        for name in boost.__all__:
+            self.assertTrue(hasattr(boost, name), name)
+            self.assertTrue(getattr(boost, name).__doc__, name)
+        namespace = {}
+        exec("from boostax.mindspore import *", namespace)  # noqa: S102
+        self.assertContainsSubset(boost.__all__, namespace)
+
+    def test_not_in_the_top_level_namespace(self):
+        for name in MINDSPORE_NAMES:
+            self.assertNotIn(name, boostax.__all__)
+            self.assertFalse(hasattr(boostax, name), name)
+
+    def test_private_package_is_not_exported(self):
+        self.assertFalse(hasattr(boost, "_src"))
+        public = {n for n in vars(boost) if not n.startswith("_")}
+        self.assertEqual(public, set(MINDSPORE_NAMES))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import optax
 from absl.testing import absltest, parameterized
 
 import boostax
+from boostax import mindspore as boost
 from boostax._src import validation
 from boostax.examples import models
 
@@ -61,7 +62,7 @@ BAD_POSITIVE_NUMBERS = BAD_NUMBERS + (
 
 
 def _freeze_opt():
-    return boostax.FreezeOpt(SGD)
+    return boost.FreezeOpt(SGD)
 
 
 def _mesh():
@@ -86,7 +87,7 @@ _TABLE = [
     (
         "LessBN",
         "fn_flag",
-        lambda v: boostax.LessBN(models.MLP(), v, sample_inputs=X),
+        lambda v: boost.LessBN(models.MLP(), v, sample_inputs=X),
         BAD_BOOLS,
     ),
     (
@@ -100,13 +101,13 @@ _TABLE = [
     (
         "freeze_cell",
         "reducer_flag",
-        lambda v: boostax.freeze_cell(v, models.MLP(), _freeze_opt(), loss=CE),
+        lambda v: boost.freeze_cell(v, models.MLP(), _freeze_opt(), loss=CE),
         BAD_BOOLS,
     ),
     (
         "freeze_cell",
         "use_grad_accumulation",
-        lambda v: boostax.freeze_cell(
+        lambda v: boost.freeze_cell(
             False, models.MLP(), _freeze_opt(), use_grad_accumulation=v, loss=CE
         ),
         BAD_BOOLS,
@@ -114,7 +115,7 @@ _TABLE = [
     (
         "freeze_cell",
         "mean",
-        lambda v: boostax.freeze_cell(
+        lambda v: boost.freeze_cell(
             False, models.MLP(), _freeze_opt(), mean=v, loss=CE
         ),
         BAD_OPTIONAL_BOOLS,
@@ -122,7 +123,7 @@ _TABLE = [
     (
         "BoostTrainOneStepCell",
         "adasum",
-        lambda v: boostax.BoostTrainOneStepCell(
+        lambda v: boost.BoostTrainOneStepCell(
             models.MLP(), SGD, loss=CE, adasum=v
         ),
         BAD_BOOLS,
@@ -130,7 +131,7 @@ _TABLE = [
     (
         "BoostTrainOneStepWithLossScaleCell",
         "adasum",
-        lambda v: boostax.BoostTrainOneStepWithLossScaleCell(
+        lambda v: boost.BoostTrainOneStepWithLossScaleCell(
             models.MLP(), SGD, 2.0, loss=CE, adasum=v
         ),
         BAD_BOOLS,
@@ -171,25 +172,25 @@ _TABLE = [
     (
         "GradientFreeze",
         "param_groups",
-        lambda v: boostax.GradientFreeze(v),
+        lambda v: boost.GradientFreeze(v),
         BAD_COUNTS,
     ),
     (
         "GradientFreeze",
         "freeze_type",
-        lambda v: boostax.GradientFreeze(10, v),
+        lambda v: boost.GradientFreeze(10, v),
         BAD_COUNTS,
     ),
     (
         "GradientFreeze",
         "total_steps",
-        lambda v: boostax.GradientFreeze(10, 1, 0.7, v),
+        lambda v: boost.GradientFreeze(10, 1, 0.7, v),
         BAD_COUNTS,
     ),
     (
         "GradientFreeze.freeze_generate",
         "seed",
-        lambda v: boostax.GradientFreeze(2).freeze_generate(
+        lambda v: boost.GradientFreeze(2).freeze_generate(
             models.MLP(), SGD, sample_inputs=X, seed=v
         ),
         BAD_COUNTS,
@@ -197,7 +198,7 @@ _TABLE = [
     (
         "FreezeOpt",
         "train_strategy",
-        lambda v: boostax.FreezeOpt(SGD, [["w"]], [v]),
+        lambda v: boost.FreezeOpt(SGD, [["w"]], [v]),
         BAD_COUNTS + (("out_of_range", 1, ValueError),),
     ),
     (
@@ -263,29 +264,29 @@ _TABLE = [
         BAD_COUNTS,
     ),
     ("node_mesh", "device_number", lambda v: boostax.node_mesh(v), BAD_COUNTS),
-    ("AdaSum", "rank", lambda v: boostax.AdaSum(v, 1, 1, {}), BAD_COUNTS),
+    ("AdaSum", "rank", lambda v: boost.AdaSum(v, 1, 1, {}), BAD_COUNTS),
     (
         "AdaSum",
         "device_number",
-        lambda v: boostax.AdaSum(1, v, 1, {}),
+        lambda v: boost.AdaSum(1, v, 1, {}),
         BAD_COUNTS,
     ),
     (
         "AdaSum",
         "group_number",
-        lambda v: boostax.AdaSum(1, 1, v, {}),
+        lambda v: boost.AdaSum(1, 1, v, {}),
         BAD_COUNTS,
     ),
     (
         "GradientAccumulation",
         "max_accumulation_step",
-        lambda v: boostax.GradientAccumulation(v, SGD),
+        lambda v: boost.GradientAccumulation(v, SGD),
         BAD_COUNTS,
     ),
     (
         "freeze_cell",
         "max_accumulation_step",
-        lambda v: boostax.freeze_cell(
+        lambda v: boost.freeze_cell(
             False, models.MLP(), _freeze_opt(), max_accumulation_step=v, loss=CE
         ),
         BAD_COUNTS,
@@ -293,7 +294,7 @@ _TABLE = [
     (
         "freeze_cell",
         "degree",
-        lambda v: boostax.freeze_cell(
+        lambda v: boost.freeze_cell(
             False, models.MLP(), _freeze_opt(), degree=v, loss=CE
         ),
         BAD_COUNTS,
@@ -301,7 +302,7 @@ _TABLE = [
     (
         "BoostTrainOneStepCell",
         "device_number",
-        lambda v: boostax.BoostTrainOneStepCell(
+        lambda v: boost.BoostTrainOneStepCell(
             models.MLP(), SGD, loss=CE, device_number=v
         ),
         BAD_COUNTS,
@@ -309,7 +310,7 @@ _TABLE = [
     (
         "DimReduce",
         "n_components",
-        lambda v: boostax.DimReduce(
+        lambda v: boost.DimReduce(
             models.MLP(),
             SGD,
             PARAMS,
@@ -328,7 +329,7 @@ _TABLE = [
     (
         "DimReduce",
         "rank",
-        lambda v: boostax.DimReduce(
+        lambda v: boost.DimReduce(
             models.MLP(),
             SGD,
             PARAMS,
@@ -347,7 +348,7 @@ _TABLE = [
     (
         "DimReduce",
         "rank_size",
-        lambda v: boostax.DimReduce(
+        lambda v: boost.DimReduce(
             models.MLP(),
             SGD,
             PARAMS,
@@ -366,7 +367,7 @@ _TABLE = [
     (
         "GroupLossScaleManager.set_loss_scale_status",
         "loss_scale_number",
-        lambda v: boostax.GroupLossScaleManager(
+        lambda v: boost.GroupLossScaleManager(
             1.0, [["a"]]
         ).set_loss_scale_status(v, 1.0),
         BAD_COUNTS,
@@ -374,7 +375,7 @@ _TABLE = [
     (
         "GroupLossScaleManager.update_loss_scale_status",
         "layer",
-        lambda v: boostax.GroupLossScaleManager(
+        lambda v: boost.GroupLossScaleManager(
             1.0, [["a"]]
         ).update_loss_scale_status(v, 2.0),
         BAD_COUNTS,
@@ -382,9 +383,7 @@ _TABLE = [
     (
         "ParameterProcess.assign_parameter_group",
         "split_point",
-        lambda v: boostax.ParameterProcess().assign_parameter_group(
-            PARAMS, [v]
-        ),
+        lambda v: boost.ParameterProcess().assign_parameter_group(PARAMS, [v]),
         BAD_COUNTS,
     ),
     ("FNHead", "features", lambda v: boostax.FNHead(v), BAD_COUNTS),
@@ -508,13 +507,13 @@ _TABLE = [
     (
         "GroupLossScaleManager",
         "init_loss_scale",
-        lambda v: boostax.GroupLossScaleManager(v, [["a"]]),
+        lambda v: boost.GroupLossScaleManager(v, [["a"]]),
         BAD_POSITIVE_NUMBERS,
     ),
     (
         "GroupLossScaleManager.update_loss_scale_status",
         "update_ratio",
-        lambda v: boostax.GroupLossScaleManager(
+        lambda v: boost.GroupLossScaleManager(
             1.0, [["a"]]
         ).update_loss_scale_status(0, v),
         BAD_POSITIVE_NUMBERS,
@@ -528,7 +527,7 @@ _TABLE = [
     (
         "OptimizerProcess",
         "weight_decay",
-        lambda v: boostax.OptimizerProcess(SGD, weight_decay=v),
+        lambda v: boost.OptimizerProcess(SGD, weight_decay=v),
         BAD_NUMBERS + (("negative", -1.0, ValueError),),
     ),
     (
@@ -540,19 +539,19 @@ _TABLE = [
     (
         "GradientFreeze",
         "freeze_p",
-        lambda v: boostax.GradientFreeze(10, 1, v),
+        lambda v: boost.GradientFreeze(10, 1, v),
         BAD_NUMBERS,
     ),
     (
         "BoostTrainOneStepCell",
         "sens",
-        lambda v: boostax.BoostTrainOneStepCell(models.MLP(), SGD, v, loss=CE),
+        lambda v: boost.BoostTrainOneStepCell(models.MLP(), SGD, v, loss=CE),
         tuple(c for c in BAD_POSITIVE_NUMBERS if c[1] is not None),
     ),
     (
         "BoostTrainOneStepWithLossScaleCell",
         "scale_sense",
-        lambda v: boostax.BoostTrainOneStepWithLossScaleCell(
+        lambda v: boost.BoostTrainOneStepWithLossScaleCell(
             models.MLP(), SGD, v, loss=CE
         ),
         BAD_POSITIVE_NUMBERS,
@@ -560,7 +559,7 @@ _TABLE = [
     (
         "freeze_cell",
         "sens",
-        lambda v: boostax.freeze_cell(
+        lambda v: boost.freeze_cell(
             False, models.MLP(), _freeze_opt(), v, loss=CE
         ),
         tuple(c for c in BAD_POSITIVE_NUMBERS if c[1] is not None),
@@ -592,7 +591,7 @@ _TABLE = [
     (
         "FreezeOpt",
         "learning_rate",
-        lambda v: boostax.FreezeOpt(
+        lambda v: boost.FreezeOpt(
             optax.sgd, [["w"]], [0], learning_rate=[0.1, v]
         ),
         tuple(c for c in BAD_NUMBERS if c[1] is not None),
@@ -737,7 +736,7 @@ _TABLE = [
     (
         "GroupLossScaleManager",
         "loss_scale_groups",
-        lambda v: boostax.GroupLossScaleManager(1.0, v),
+        lambda v: boost.GroupLossScaleManager(1.0, v),
         (("str", "abc", TypeError), ("empty", [], ValueError)),
     ),
     (
@@ -761,7 +760,7 @@ _TABLE = [
     (
         "freeze_cell",
         "grad",
-        lambda v: boostax.freeze_cell(
+        lambda v: boost.freeze_cell(
             False, models.MLP(), _freeze_opt(), grad=v, loss=CE
         ),
         (("function", np.gradient, ValueError),),
@@ -769,7 +768,7 @@ _TABLE = [
     (
         "DimReduce",
         "pca_mat_local",
-        lambda v: boostax.DimReduce(
+        lambda v: boost.DimReduce(
             models.MLP(), SGD, PARAMS, v, 1, 0.5, 0.5, 0.5, 0.5, 0, 1, loss=CE
         ),
         (
@@ -825,7 +824,7 @@ class ArgumentsTest(parameterized.TestCase):
         boostax.generate_freeze_index_sequence(np.int64(4), 1, 0.5, 10)
         boostax.paired_ratio(np.array([1.0, 2.0]), (1.0, 1.0))
         boostax.centralize_gradients({"w": True, "b": np.bool_(False)})
-        boostax.FreezeOpt(SGD, [["w"], ["b"]], np.array([0, 1, 1]))
+        boost.FreezeOpt(SGD, [["w"], ["b"]], np.array([0, 1, 1]))
         self.assertEqual(boostax.Accelerator("chip", 1, 2, "").peak_flops, 1.0)
 
 

@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.auto_boost` and the `AutoBoost` compat class."""
+"""Tests for `boostax._src.auto_boost` and `boostax.mindspore.AutoBoost`."""
 
 import warnings
 from unittest import mock
@@ -12,6 +12,7 @@ from absl.testing import absltest, parameterized
 from flax import nnx
 
 import boostax
+from boostax import mindspore as boost
 from boostax._src import auto_boost as auto_boost_lib
 from boostax.examples import models
 from tests import _utils
@@ -92,7 +93,7 @@ class RefusalTest(parameterized.TestCase):
             self.assertIn("`dim_reduce`: DimReduce", str(cm.exception))
             self.assertIn("Use level 'O0'", str(cm.exception))
             with self.assertRaisesRegex(NotImplementedError, "`dim_reduce`"):
-                boostax.AutoBoost("O0", config).network_auto_process_train(
+                boost.AutoBoost("O0", config).network_auto_process_train(
                     models.MLP(), OPTIMIZER
                 )
 
@@ -126,7 +127,7 @@ class RefusalTest(parameterized.TestCase):
 
 class AutoBoostClassTest(parameterized.TestCase):
     def test_defaults(self):
-        booster = boostax.AutoBoost()
+        booster = boost.AutoBoost()
         self.assertEqual(booster.level, "O0")
         self.assertEqual(booster.config, boostax.BoostConfig())
 
@@ -135,7 +136,7 @@ class AutoBoostClassTest(parameterized.TestCase):
         network = (
             models.MLP() if kind == "linen" else models.NNXMLP(rngs=nnx.Rngs(0))
         )
-        booster = boostax.AutoBoost("O0", {"boost": {"mode": "auto"}})
+        booster = boost.AutoBoost("O0", {"boost": {"mode": "auto"}})
         new_network, optimizer = booster.network_auto_process_train(
             network, OPTIMIZER
         )
@@ -146,7 +147,7 @@ class AutoBoostClassTest(parameterized.TestCase):
     def test_o1_eval_applies_less_bn(self):
         x = np.zeros((2, 8, 8, 1), np.float32)
         network = models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-        booster = boostax.AutoBoost("O1")
+        booster = boost.AutoBoost("O1")
         with self.assertRaisesRegex(TypeError, "pass `sample_inputs=`"):
             booster.network_auto_process_eval(network)
         reduced = booster.network_auto_process_eval(network, sample_inputs=x)
@@ -155,14 +156,14 @@ class AutoBoostClassTest(parameterized.TestCase):
         # A network LessBN already reduced is returned as is.
         self.assertIs(booster.network_auto_process_eval(reduced), reduced)
         # Without LessBN, evaluation is untouched even at O1.
-        booster = boostax.AutoBoost(
+        booster = boost.AutoBoost(
             "O1", {"boost": {"mode": "manual", "less_bn": False}}
         )
         network = models.MLP()
         self.assertIs(booster.network_auto_process_eval(network), network)
 
     def test_bad_arguments(self):
-        booster = boostax.AutoBoost()
+        booster = boost.AutoBoost()
         with self.assertRaisesRegex(TypeError, "`network` must be a Flax"):
             booster.network_auto_process_train(lambda x: x, OPTIMIZER)
         with self.assertRaisesRegex(TypeError, "`optimizer` must be an optax"):
@@ -171,7 +172,7 @@ class AutoBoostClassTest(parameterized.TestCase):
             booster.network_auto_process_eval(None)
 
     def test_step_options_warn_and_accumulation_wraps(self):
-        booster = boostax.AutoBoost(
+        booster = boost.AutoBoost(
             "O0", {"boost": {"mode": "manual", "adasum": True}}
         )
         with self.assertWarnsRegex(UserWarning, "adasum: applied by the"):
@@ -179,7 +180,7 @@ class AutoBoostClassTest(parameterized.TestCase):
                 models.MLP(), OPTIMIZER
             )
         self.assertIs(optimizer, OPTIMIZER)
-        booster = boostax.AutoBoost(
+        booster = boost.AutoBoost(
             "O0",
             {
                 "boost": {"mode": "manual", "grad_accumulation": True},
@@ -192,7 +193,7 @@ class AutoBoostClassTest(parameterized.TestCase):
         self.assertIsInstance(
             optimizer.init(np.zeros(2)), boostax.GradientAccumulationState
         )
-        booster = boostax.AutoBoost(
+        booster = boost.AutoBoost(
             "O0",
             {"boost": {"mode": "manual", "dim_reduce": True, "adasum": True}},
         )
@@ -200,7 +201,7 @@ class AutoBoostClassTest(parameterized.TestCase):
             booster.network_auto_process_train(models.MLP(), OPTIMIZER)
 
     def test_train_step(self):
-        booster = boostax.AutoBoost("O0")
+        booster = boost.AutoBoost("O0")
         ts = booster.train_step(
             optimizer=OPTIMIZER,
             model=models.MLP(features=(8,)),

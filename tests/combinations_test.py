@@ -11,6 +11,7 @@ import optax
 from absl.testing import absltest, parameterized
 
 import boostax
+from boostax import mindspore as boost
 from boostax.examples import models
 from tests import _utils
 
@@ -75,9 +76,7 @@ class CombinationsTest(parameterized.TestCase):
                 "/".join(k.key for k in path)
                 for path, _ in jax.tree_util.tree_leaves_with_path(trained)
             ]
-            kwargs["loss_scale"] = boostax.GroupLossScaleManager(
-                2.0**8, [paths]
-            )
+            kwargs["loss_scale"] = boost.GroupLossScaleManager(2.0**8, [paths])
         if "dim_reduce" in subset:
             kwargs["pca_matrix"] = _pca_rows(
                 boostax.flatten_params(trained)[0].size

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import boostax
+from boostax import mindspore as boost
 
 # MindSpore's `boost_config_dict` with every default,
 # plus `grad_accumulation.grad_accumulation_step` and `boost.loss_scale_group`.
@@ -193,7 +194,7 @@ class RoundTripTest(parameterized.TestCase):
                     boostax.BoostConfig.from_json(path, level=level), config
                 )
                 self.assertEqual(boostax.boost_config(level, path), config)
-                self.assertEqual(boostax.AutoBoost(level, path).config, config)
+                self.assertEqual(boost.AutoBoost(level, path).config, config)
 
     @settings(max_examples=50, deadline=None)
     @given(
@@ -237,8 +238,8 @@ class ImmutabilityTest(absltest.TestCase):
 
     def test_two_configs_side_by_side(self):
         # MindSpore's AutoBoost is a process singleton; ours are values.
-        first = boostax.AutoBoost("O1", {"grad_freeze": {"total_steps": 10}})
-        second = boostax.AutoBoost(
+        first = boost.AutoBoost("O1", {"grad_freeze": {"total_steps": 10}})
+        second = boost.AutoBoost(
             "O0", {"boost": {"mode": "manual", "adasum": True}}
         )
         self.assertEqual(first.config.grad_freeze.total_steps, 10)
@@ -284,7 +285,7 @@ class ErrorTest(parameterized.TestCase):
         with self.assertRaisesRegex(error, "`level` must be one of"):
             self._load({}, level=level)
         with self.assertRaisesRegex(error, "`level` must be one of"):
-            boostax.AutoBoost(level)
+            boost.AutoBoost(level)
 
     @parameterized.parameters("fast", "Auto", 1, None)
     def test_bad_mode(self, mode):
@@ -510,7 +511,7 @@ class ErrorTest(parameterized.TestCase):
         with self.assertRaisesRegex(
             ValueError, "`boost_config_dict` must be .*level string 'O2'"
         ):
-            boostax.AutoBoost("O1", "O2")
+            boost.AutoBoost("O1", "O2")
         with self.assertRaisesRegex(TypeError, "`config` must be .*got int"):
             boostax.boost_config("O0", 3)
 

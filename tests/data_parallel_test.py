@@ -11,6 +11,7 @@ import optax
 from absl.testing import absltest, parameterized
 
 import boostax
+from boostax import mindspore as boost
 from boostax.examples import models
 from tests import _models, _utils
 
@@ -390,7 +391,7 @@ class AutoBoostDataParallelTest(parameterized.TestCase):
 class SeedApiTest(parameterized.TestCase):
     def test_adasum_class(self):
         params = _params()
-        adasum = boostax.AdaSum(8, 2, 4, params)
+        adasum = boost.AdaSum(8, 2, 4, params)
         mesh = adasum.mesh()
         self.assertEqual(dict(mesh.shape), {"node": 4, "local": 2})
         rng = np.random.default_rng(3)
@@ -421,9 +422,9 @@ class SeedApiTest(parameterized.TestCase):
         )
         _utils.assert_trees_all_close(new, expected, rtol=1e-5, atol=1e-6)
         with self.assertRaisesRegex(ValueError, "must equal device_number"):
-            boostax.AdaSum(8, 2, 2, params)
+            boost.AdaSum(8, 2, 2, params)
         with self.assertRaisesRegex(ValueError, "`group_number` must be"):
-            boostax.AdaSum(8, 8, 0, params)
+            boost.AdaSum(8, 8, 0, params)
         with self.assertRaisesRegex(ValueError, "built for `rank` = 8"):
             adasum.mesh(jax.devices()[:4])
 
@@ -432,7 +433,7 @@ class SeedApiTest(parameterized.TestCase):
         digits = _utils.digits(flat=True)
         x, y = digits.x_train[:16], digits.y_train[:16]
         variables = model.init(jax.random.PRNGKey(0), x[:1])
-        cell = boostax.BoostTrainOneStepCell(
+        cell = boost.BoostTrainOneStepCell(
             model,
             optax.sgd(1.0),
             loss=models.cross_entropy,
@@ -464,7 +465,7 @@ class SeedApiTest(parameterized.TestCase):
             cell.state.params, expected, rtol=1e-5, atol=1e-6
         )
         _assert_replicated(cell.state.params)
-        plain = boostax.BoostTrainOneStepCell(
+        plain = boost.BoostTrainOneStepCell(
             model,
             optax.sgd(1.0),
             loss=models.cross_entropy,
@@ -474,7 +475,7 @@ class SeedApiTest(parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "needs AdaSum on"):
             plain.adasum_process(0.25, grads)
         with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
-            boostax.BoostTrainOneStepCell(
+            boost.BoostTrainOneStepCell(
                 model,
                 optax.sgd(1.0),
                 loss=models.cross_entropy,
@@ -486,9 +487,9 @@ class SeedApiTest(parameterized.TestCase):
         model = models.MLP(features=(8,))
         digits = _utils.digits(flat=True)
         x, y = digits.x_train[:16], digits.y_train[:16]
-        cell = boostax.BoostTrainOneStepWithLossScaleCell(
+        cell = boost.BoostTrainOneStepWithLossScaleCell(
             model,
-            boostax.GradientAccumulation(2, optax.adam(1e-3)),
+            boost.GradientAccumulation(2, optax.adam(1e-3)),
             boostax.DynamicLossScale(loss_scale_value=2.0**8),
             loss=models.cross_entropy,
             variables=model.init(jax.random.PRNGKey(0), x[:1]),

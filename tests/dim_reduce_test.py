@@ -15,6 +15,7 @@ from absl.testing import absltest, parameterized
 from jax.flatten_util import ravel_pytree
 
 import boostax
+from boostax import mindspore as boost
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import pca as pca_lib
 from tests import _utils
@@ -520,7 +521,7 @@ class SeedApiTest(absltest.TestCase):
         params = model.init(jax.random.PRNGKey(0), x[:1])["params"]
         n = ravel_pytree(params)[0].size
         p = _orthonormal_rows(4, n)
-        dim_reduce = boostax.DimReduce(
+        dim_reduce = boost.DimReduce(
             model,
             optax.sgd(1.0),
             params,
@@ -550,7 +551,7 @@ class SeedApiTest(absltest.TestCase):
             atol=1e-7,
         )
         with self.assertRaisesRegex(NotImplementedError, "rank_size > 1"):
-            boostax.DimReduce(
+            boost.DimReduce(
                 model,
                 optax.sgd(1.0),
                 params,
@@ -565,7 +566,7 @@ class SeedApiTest(absltest.TestCase):
                 loss=models.cross_entropy,
             )
         with self.assertRaisesRegex(ValueError, "`n_components` = 8 rows"):
-            boostax.DimReduce(
+            boost.DimReduce(
                 model,
                 optax.sgd(1.0),
                 params,
@@ -586,7 +587,7 @@ class SeedApiTest(absltest.TestCase):
         model = models.MLP(features=(4,))
         variables = model.init(jax.random.PRNGKey(0), np.zeros((1, 64)))
         n = ravel_pytree(variables["params"])[0].size
-        cell = boostax.BoostTrainOneStepCell(
+        cell = boost.BoostTrainOneStepCell(
             model,
             dim_reduce_lib.dim_reduce(_orthonormal_rows(4, n)),
             loss=models.cross_entropy,
@@ -595,7 +596,7 @@ class SeedApiTest(absltest.TestCase):
         self.assertTrue(cell.check_dim_reduce_enable())
         x = np.random.default_rng(0).normal(size=(8, 64)).astype(np.float32)
         self.assertTrue(np.isfinite(cell(x, np.arange(8) % 10)))
-        plain = boostax.BoostTrainOneStepCell(
+        plain = boost.BoostTrainOneStepCell(
             model,
             optax.sgd(0.1),
             loss=models.cross_entropy,

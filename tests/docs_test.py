@@ -4,8 +4,9 @@
 
 One build (`sphinx-build -W --keep-going`, the command of docs/conf.py) into
 a temporary directory, then checks on its HTML: every name of
-`boostax.__all__` has an entry with its docstring on an API page, and every
-method card and notebook is a page of the site.
+`boostax.__all__` and of `boostax.mindspore.__all__` has an entry with its
+docstring on an API page, and every method card and notebook is a page of
+the site.
 """
 
 import glob
@@ -67,14 +68,17 @@ class DocsTest(absltest.TestCase):
         for path in glob.glob(os.path.join(self.html, "api", "*.html")):
             with open(path, encoding="utf-8") as f:
                 api += f.read()
-        for name in boostax.__all__:
+        names = [f"boostax.{n}" for n in boostax.__all__] + [
+            f"boostax.mindspore.{n}" for n in boostax.mindspore.__all__
+        ]
+        for name in names:
             # The object's entry, then its description: a paragraph of text.
             entry = re.search(
-                rf'<dt [^>]*id="boostax\.{name}">.*?</dt>\s*<dd>\s*<p>\S',
+                rf'<dt [^>]*id="{re.escape(name)}">.*?</dt>\s*<dd>\s*<p>\S',
                 api,
                 re.DOTALL,
             )
-            self.assertIsNotNone(entry, f"boostax.{name} is not in docs/api/")
+            self.assertIsNotNone(entry, f"{name} is not in docs/api/")
 
     def test_every_method_card_and_notebook_is_a_page(self):
         self._built()

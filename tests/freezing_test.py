@@ -14,6 +14,7 @@ from flax import linen as nn
 from flax import nnx
 
 import boostax
+from boostax import mindspore as boost
 from boostax._src import model_graph
 from boostax.examples import data, models
 from tests import _utils
@@ -489,7 +490,7 @@ class FreezeOptTest(parameterized.TestCase):
     def test_independent_states_per_group(self):
         params = {"a": {"w": jnp.ones(2)}, "b": {"w": jnp.ones(2)}}
         groups = [["a/w", "b/w"], ["b/w"]]
-        opt = boostax.FreezeOpt(optax.sgd(1.0, momentum=0.5), groups, [0, 1])
+        opt = boost.FreezeOpt(optax.sgd(1.0, momentum=0.5), groups, [0, 1])
         ts = boostax.make_train_step(
             optax.sgd(1.0),
             loss_fn=lambda p, b: p["a"]["w"].sum() + 2 * p["b"]["w"].sum(),
@@ -523,7 +524,7 @@ class FreezeOptTest(parameterized.TestCase):
 
     def test_factory_with_learning_rates(self):
         params = {"w": jnp.ones(1)}
-        opt = boostax.FreezeOpt(
+        opt = boost.FreezeOpt(
             optax.sgd,
             [["w"], ["w"]],
             [0, 1, 1, 0],
@@ -545,43 +546,43 @@ class FreezeOptTest(parameterized.TestCase):
 
     def test_errors(self):
         with self.assertRaisesRegex(TypeError, "`optimizer` must be"):
-            boostax.FreezeOpt("sgd")
+            boost.FreezeOpt("sgd")
         with self.assertRaisesRegex(ValueError, "needs `train_parameter_"):
-            boostax.FreezeOpt(optax.sgd(0.1), None, [0])
+            boost.FreezeOpt(optax.sgd(0.1), None, [0])
         with self.assertRaisesRegex(TypeError, "must be a tuple or list"):
-            boostax.FreezeOpt(optax.sgd(0.1), "w")
+            boost.FreezeOpt(optax.sgd(0.1), "w")
         with self.assertRaisesRegex(TypeError, "Each group"):
-            boostax.FreezeOpt(optax.sgd(0.1), ["w"])
+            boost.FreezeOpt(optax.sgd(0.1), ["w"])
         with self.assertRaisesRegex(TypeError, "hold ints only"):
-            boostax.FreezeOpt(optax.sgd(0.1), [["w"]], [0.5])
+            boost.FreezeOpt(optax.sgd(0.1), [["w"]], [0.5])
         with self.assertRaisesRegex(ValueError, "1-D integer array"):
-            boostax.FreezeOpt(optax.sgd(0.1), [["w"]], np.zeros((2, 2), int))
+            boost.FreezeOpt(optax.sgd(0.1), [["w"]], np.zeros((2, 2), int))
         with self.assertRaisesRegex(TypeError, "tuple, list or integer"):
-            boostax.FreezeOpt(optax.sgd(0.1), [["w"]], "0")
+            boost.FreezeOpt(optax.sgd(0.1), [["w"]], "0")
         with self.assertRaisesRegex(TypeError, "must be a factory"):
-            boostax.FreezeOpt(optax.sgd(0.1), [["w"]], [0], learning_rate=[0.1])
+            boost.FreezeOpt(optax.sgd(0.1), [["w"]], [0], learning_rate=[0.1])
 
 
 class SeedApiTest(absltest.TestCase):
     def test_gradient_freeze_and_cells(self):
         model = models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-        freeze = boostax.GradientFreeze(3, 1, 0.5, 40)
+        freeze = boost.GradientFreeze(3, 1, 0.5, 40)
         network, optimizer = freeze.freeze_generate(
             model, optax.sgd(0.05), sample_inputs=X
         )
         self.assertIs(network, model)
-        self.assertIsInstance(optimizer, boostax.FreezeOpt)
+        self.assertIsInstance(optimizer, boost.FreezeOpt)
         self.assertLen(optimizer.train_parameter_groups, 3)
         self.assertLen(optimizer.train_strategy, int(40 * 1.01))
         variables = model.init(jax.random.PRNGKey(0), X, train=False)
-        cell = boostax.BoostTrainOneStepCell(
+        cell = boost.BoostTrainOneStepCell(
             network, optimizer, loss=models.cross_entropy, variables=variables
         )
         x, y = _batch(16)
         losses = [float(cell.gradient_freeze_process(x, y)) for _ in range(4)]
         self.assertTrue(np.all(np.isfinite(losses)))
         self.assertEqual(int(cell.state.algorithms.freeze.position), 4)
-        cells = boostax.freeze_cell(
+        cells = boost.freeze_cell(
             False,
             model,
             optimizer,
@@ -596,9 +597,9 @@ class SeedApiTest(absltest.TestCase):
         self.assertEqual(int(metrics["frozen_groups"]), 2)
 
     def test_errors(self):
-        optimizer = boostax.FreezeOpt(optax.sgd(0.1))
+        optimizer = boost.FreezeOpt(optax.sgd(0.1))
         with self.assertRaisesRegex(NotImplementedError, "data-parallel"):
-            boostax.freeze_cell(
+            boost.freeze_cell(
                 True,
                 models.MLP(),
                 optimizer,
@@ -608,7 +609,7 @@ class SeedApiTest(absltest.TestCase):
                 loss=models.cross_entropy,
             )
         with self.assertRaisesRegex(NotImplementedError, "accumulation"):
-            boostax.freeze_cell(
+            boost.freeze_cell(
                 False,
                 models.MLP(),
                 optimizer,
@@ -618,7 +619,7 @@ class SeedApiTest(absltest.TestCase):
                 loss=models.cross_entropy,
             )
         with self.assertRaisesRegex(ValueError, "grad=None"):
-            boostax.freeze_cell(
+            boost.freeze_cell(
                 False,
                 models.MLP(),
                 optimizer,
@@ -628,7 +629,7 @@ class SeedApiTest(absltest.TestCase):
                 loss=models.cross_entropy,
             )
         with self.assertRaisesRegex(TypeError, "must be a FreezeOpt"):
-            boostax.freeze_cell(
+            boost.freeze_cell(
                 False,
                 models.MLP(),
                 optax.sgd(0.1),
@@ -640,11 +641,11 @@ class SeedApiTest(absltest.TestCase):
         with self.assertRaisesRegex(
             TypeError, "`sens` must be a finite number"
         ):
-            boostax.BoostTrainOneStepCell(
+            boost.BoostTrainOneStepCell(
                 models.MLP(), optax.sgd(0.1), "1", loss=models.cross_entropy
             )
         with self.assertRaisesRegex(ValueError, r"freeze_p` must be .* in"):
-            boostax.GradientFreeze(10, 1, 1.5, 100)
+            boost.GradientFreeze(10, 1, 1.5, 100)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from absl.testing import absltest, parameterized
 from flax import linen as nn
 
 import boostax
+from boostax import mindspore as boost
 from boostax.examples import models
 from tests import _models, _utils
 
@@ -491,7 +492,7 @@ class Float16UnderflowTest(parameterized.TestCase):
 
 class SeedApiTest(parameterized.TestCase):
     def test_group_loss_scale_manager(self):
-        manager = boostax.GroupLossScaleManager(8.0, [["a"], ["b"]])
+        manager = boost.GroupLossScaleManager(8.0, [["a"], ["b"]])
         self.assertEqual(manager.get_loss_scale(), 8.0)
         self.assertIs(manager.get_update_cell(), manager)
         np.testing.assert_array_equal(manager.scales, [1, 8, 8, 1])
@@ -510,7 +511,7 @@ class SeedApiTest(parameterized.TestCase):
     def test_scale_sense(self, scale_sense):
         model = models.MLP(features=(8,))
         digits = _utils.digits(flat=True)
-        cell = boostax.BoostTrainOneStepWithLossScaleCell(
+        cell = boost.BoostTrainOneStepWithLossScaleCell(
             model,
             optax.sgd(0.1),
             scale_sense,
@@ -525,17 +526,17 @@ class SeedApiTest(parameterized.TestCase):
     def test_scale_sense_errors(self):
         model = models.MLP(features=(8,))
         with self.assertRaisesRegex(ValueError, r"shape \(\) or \(1,\)"):
-            boostax.BoostTrainOneStepWithLossScaleCell(
+            boost.BoostTrainOneStepWithLossScaleCell(
                 model, optax.sgd(0.1), np.ones(2), loss=models.cross_entropy
             )
         with self.assertRaisesRegex(TypeError, "`scale_sense` must be"):
-            boostax.BoostTrainOneStepWithLossScaleCell(
+            boost.BoostTrainOneStepWithLossScaleCell(
                 model, optax.sgd(0.1), "dynamic", loss=models.cross_entropy
             )
 
     def test_group_manager_in_auto_boost(self):
         params = _two_group_params()
-        manager = boostax.GroupLossScaleManager(8.0, [["early/w"], ["late/w"]])
+        manager = boost.GroupLossScaleManager(8.0, [["early/w"], ["late/w"]])
         config = {"boost": {"mode": "manual", "loss_scale_group": True}}
         ts = boostax.auto_boost(
             "O0",
@@ -580,7 +581,7 @@ class SeedApiTest(parameterized.TestCase):
             model=model,
             loss=models.cross_entropy,
             sample_inputs=x,
-            loss_scale=boostax.GroupLossScaleManager(2.0**8, groups),
+            loss_scale=boost.GroupLossScaleManager(2.0**8, groups),
         )
         state = ts.init(variables)  # raised before: unknown parameters
         self.assertEqual(state.algorithms.loss_scale.loss_scale.shape, (2,))
@@ -604,13 +605,13 @@ class SeedApiTest(parameterized.TestCase):
                 model=model,
                 loss=models.cross_entropy,
                 sample_inputs=x,
-                loss_scale=boostax.GroupLossScaleManager(2.0**8, bad),
+                loss_scale=boost.GroupLossScaleManager(2.0**8, bad),
             )
 
     def test_boost_cell_sens(self):
         model = models.MLP(features=(8,))
         digits = _utils.digits(flat=True)
-        cell = boostax.BoostTrainOneStepCell(
+        cell = boost.BoostTrainOneStepCell(
             model,
             optax.sgd(0.1),
             1024.0,
@@ -627,9 +628,9 @@ class SeedApiTest(parameterized.TestCase):
         model = models.MLP(features=(8,))
         digits = _utils.digits(flat=True)
         variables = model.init(jax.random.PRNGKey(0), digits.x_train[:1])
-        cell = boostax.BoostTrainOneStepCell(
+        cell = boost.BoostTrainOneStepCell(
             model,
-            boostax.GradientAccumulation(2, optax.sgd(1.0)),
+            boost.GradientAccumulation(2, optax.sgd(1.0)),
             loss=models.cross_entropy,
             variables=variables,
         )

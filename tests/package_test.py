@@ -24,6 +24,8 @@ package = os.path.dirname(boostax.__file__)
 assert package.startswith(sys.prefix), package
 assert os.path.exists(os.path.join(package, "py.typed"))
 assert all(hasattr(boostax, name) for name in boostax.__all__)
+from boostax import mindspore as boost  # a subpackage, shipped too
+assert all(hasattr(boost, name) for name in boost.__all__)
 ts = boostax.auto_boost(
     "O0", optimizer=optax.sgd(0.1), loss_fn=lambda w, b: jnp.sum((w - b) ** 2)
 )

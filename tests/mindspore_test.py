@@ -1,6 +1,9 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for the MindSpore-named classes in `boostax._src.compat`."""
+"""Tests for `boostax.mindspore`: OptimizerProcess, ParameterProcess, LessBN.
+
+The other classes are tested beside the functional API they wrap
+(`freezing_test`, `loss_scale_test`, `data_parallel_test`, ...)."""
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +13,7 @@ from absl.testing import absltest, parameterized
 from flax import nnx
 
 import boostax
+from boostax import mindspore as boost
 from boostax.examples import models
 from tests import _models, _utils
 
@@ -38,7 +42,7 @@ class OptimizerProcessTest(parameterized.TestCase):
     def test_single_optimizer(self):
         params = _params()
         grads = jax.tree.map(lambda p: 0.5 * p + 1.0, params)
-        process = boostax.OptimizerProcess(optax.sgd(0.1), weight_decay=0.01)
+        process = boost.OptimizerProcess(optax.sgd(0.1), weight_decay=0.01)
         process.add_grad_centralization(params)
         self.assertEqual(
             process.gc_mask,
@@ -72,7 +76,7 @@ class OptimizerProcessTest(parameterized.TestCase):
             "conv": {"kernel": "slow"},
             "head": {"kernel": "fast", "bias": "fast"},
         }
-        process = boostax.OptimizerProcess(
+        process = boost.OptimizerProcess(
             {"slow": optax.sgd(0.01), "fast": optax.sgd(1.0)},
             labels,
             weight_decay={"slow": 0.0, "fast": 0.5},
@@ -93,30 +97,30 @@ class OptimizerProcessTest(parameterized.TestCase):
     def test_model_structure_excludes_grouped_convs_and_fn_heads(self):
         model = _models.NNXMobileNetV2ish(rngs=nnx.Rngs(0))
         reduced = boostax.less_bn(model, X, fn_flag=True)
-        params_dict = boostax.OptimizerProcess.build_params_dict(reduced)
+        params_dict = boost.OptimizerProcess.build_params_dict(reduced)
         self.assertEqual(
             params_dict[("blocks", 0, "depthwise")], "grouped_conv"
         )
         self.assertEqual(params_dict[("fc",)], "fn_head")
-        process = boostax.OptimizerProcess(optax.sgd(0.1))
+        process = boost.OptimizerProcess(optax.sgd(0.1))
         process.add_grad_centralization(reduced)
         mask = process.gc_mask(nnx.state(reduced, nnx.Param))
         self.assertFalse(mask["blocks"][0]["depthwise"]["kernel"].get_value())
         self.assertFalse(mask["fc"]["kernel"].get_value())
         self.assertTrue(mask["blocks"][0]["expand"]["kernel"].get_value())
-        linen = boostax.OptimizerProcess.build_params_dict(
+        linen = boost.OptimizerProcess.build_params_dict(
             _models.MobileNetV2ish(), X
         )
         self.assertEqual(linen[("ir_residual", "depthwise")], "grouped_conv")
         with self.assertRaisesRegex(TypeError, "pass `sample_inputs=`"):
-            boostax.OptimizerProcess.build_params_dict(_models.MobileNetV2ish())
+            boost.OptimizerProcess.build_params_dict(_models.MobileNetV2ish())
 
     def test_reduced_linen_model_excludes_fn_head_and_grouped_convs(self):
         # As auto_boost's mask (the LessBN plan's `excluded_from_gc`).
         reduced = boostax.less_bn(
             models.ResNet(stage_sizes=(1, 1), widths=(16, 32)), X, fn_flag=True
         )
-        process = boostax.OptimizerProcess(optax.sgd(1.0))
+        process = boost.OptimizerProcess(optax.sgd(1.0))
         process.add_grad_centralization(reduced, X)
         params = reduced.init(jax.random.PRNGKey(0), X, train=False)["params"]
         grads = jax.tree.map(
@@ -135,7 +139,7 @@ class OptimizerProcessTest(parameterized.TestCase):
             atol=1e-3,
         )
         mobilenet = boostax.less_bn(_models.MobileNetV2ish(), X, fn_flag=True)
-        params_dict = boostax.OptimizerProcess.build_params_dict(mobilenet, X)
+        params_dict = boost.OptimizerProcess.build_params_dict(mobilenet, X)
         self.assertEqual(
             params_dict[("ir_residual", "depthwise")], "grouped_conv"
         )
@@ -143,19 +147,19 @@ class OptimizerProcessTest(parameterized.TestCase):
 
     def test_errors(self):
         with self.assertRaisesRegex(ValueError, "need `param_labels`"):
-            boostax.OptimizerProcess({"a": optax.sgd(0.1)})
+            boost.OptimizerProcess({"a": optax.sgd(0.1)})
         with self.assertRaisesRegex(ValueError, "goes with a mapping"):
-            boostax.OptimizerProcess(optax.sgd(0.1), {"w": "a"})
+            boost.OptimizerProcess(optax.sgd(0.1), {"w": "a"})
         with self.assertRaisesRegex(TypeError, "`optimizer` must be"):
-            boostax.OptimizerProcess("sgd")
+            boost.OptimizerProcess("sgd")
         with self.assertRaisesRegex(ValueError, "empty parameter list"):
-            boostax.OptimizerProcess(optax.sgd(0.1)).add_grad_centralization({})
+            boost.OptimizerProcess(optax.sgd(0.1)).add_grad_centralization({})
 
 
 class ParameterProcessTest(absltest.TestCase):
     def test_fusion_buckets(self):
         params = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
-        process = boostax.ParameterProcess()
+        process = boost.ParameterProcess()
         self.assertEqual(
             process.assign_parameter_group(params),
             {"a": 1, "b": 1, "c": 2, "d": 2, "e": 2},
@@ -178,7 +182,7 @@ class ParameterProcessTest(absltest.TestCase):
         new_params = reduced.init(jax.random.PRNGKey(0), X, train=False)[
             "params"
         ]
-        new_labels = boostax.ParameterProcess.generate_group_params(
+        new_labels = boost.ParameterProcess.generate_group_params(
             new_params, labels
         )
         # The FN multiplier joins its kernel's group; removed BNs are gone.
@@ -193,15 +197,15 @@ class ParameterProcessTest(absltest.TestCase):
             {"head": optax.sgd(1.0), "body": optax.sgd(0.1)}, new_labels
         ).init(new_params)
         self.assertIsNone(
-            boostax.ParameterProcess.generate_group_params(new_params, None)
+            boost.ParameterProcess.generate_group_params(new_params, None)
         )
 
 
 class LessBNTest(absltest.TestCase):
     def test_needs_sample_inputs(self):
         with self.assertRaisesRegex(TypeError, "pass `sample_inputs=`"):
-            boostax.LessBN(models.ResNet())
-        reduced = boostax.LessBN(
+            boost.LessBN(models.ResNet())
+        reduced = boost.LessBN(
             models.ResNet(stage_sizes=(1, 1), widths=(16, 32)),
             fn_flag=True,
             sample_inputs=X,
@@ -209,7 +213,7 @@ class LessBNTest(absltest.TestCase):
         self.assertEqual(reduced.fn_head, ("Dense_0",))
 
     def test_auto_boost_o1_manual_train(self):
-        booster = boostax.AutoBoost(
+        booster = boost.AutoBoost(
             "O1", {"boost": {"mode": "manual", "grad_freeze": False}}
         )
         network, optimizer = booster.network_auto_process_train(
@@ -239,11 +243,11 @@ class LessBNTest(absltest.TestCase):
         # as given, as MindSpore does, every group differs.
         digits = _utils.digits()
         x, y = digits.x_train[:16], digits.y_train[:16]
-        network, optimizer = boostax.AutoBoost("O1").network_auto_process_train(
+        network, optimizer = boost.AutoBoost("O1").network_auto_process_train(
             models.ResNet(), optax.sgd(0.05), sample_inputs=x[:1]
         )
-        self.assertIsInstance(optimizer, boostax.FreezeOpt)
-        cell = boostax.BoostTrainOneStepCell(
+        self.assertIsInstance(optimizer, boost.FreezeOpt)
+        cell = boost.BoostTrainOneStepCell(
             network,
             optimizer,
             loss=models.cross_entropy,

@@ -1,0 +1,40 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""``LessBN``: MindSpore's ``mindspore.boost.LessBN`` (fewer BatchNorms).
+
+Mirrors ``mindspore/boost/less_batch_normalization.py``; the work is done by
+`boostax.less_bn`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from boostax._src import less_bn as less_bn_lib
+from boostax._src import validation
+from boostax._src.mindspore import _common
+
+
+def LessBN(network: Any, fn_flag: bool = False, *, sample_inputs: Any = None):  # noqa: N802
+    """MindSpore's ``LessBN(network, fn_flag=False)``: `boostax.less_bn`.
+
+    MindSpore finds the BatchNorm structures when its graph compiles; a JAX
+    model has no graph until it is traced, so LessBN needs one batch of
+    `sample_inputs` (only shapes and dtypes are used).
+
+    Args:
+      network: a Flax Linen or NNX module.
+      fn_flag: replace the last dense layer by an FN head.
+      sample_inputs: one batch of inputs.
+
+    Returns:
+      The reduced network (see `boostax.less_bn`).
+    """
+    _common.check_network(network)
+    validation.check_bool("fn_flag", fn_flag)
+    if sample_inputs is None:
+        raise TypeError(
+            "LessBN traces the network to find its BatchNorm structures: "
+            "pass `sample_inputs=` (one batch of inputs)."
+        )
+    return less_bn_lib.less_bn(network, sample_inputs, fn_flag=fn_flag)
