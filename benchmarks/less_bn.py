@@ -21,21 +21,17 @@ centralization, MindSpore's defaults) and with BatchNorm removal alone:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import functools
-import os
 import statistics
 from collections.abc import Callable
 from typing import Any
 
 import _common
 import jax
-import jax.numpy as jnp
 import optax
 
 import boostax
-from boostax.examples import baseline, compilation_cache, data, models
+from boostax.examples import baseline, models, speedup
 
 STEP_TIME_TARGET = 0.90  # on a GPU
 ACCURACY_TOLERANCE = 0.005
@@ -61,6 +57,15 @@ class Variant:
     step: Callable[[Any, Any], Any]
     init: Callable[[Any], Any]
     predict: Callable[[Any, Any], Any]
+
+    def arm(self, workload) -> speedup.Arm:
+        """This variant as a `speedup.Arm` of the workload (its seeds)."""
+        return speedup.Arm(
+            self.name,
+            lambda seed: self.init(workload.variables(seed)),
+            self.step,
+            self.predict,
+        )
 
 
 def build_variants(model, optimizer, batch, variables) -> list[Variant]:
@@ -125,94 +130,60 @@ def measure_cost_and_time(variants, variables, batch, args) -> dict:
     return result
 
 
-def measure_accuracy(variants, model, digits, args) -> dict:
-    def runners_for(seed):
-        variables = _common.init_variables(
-            model, jax.random.PRNGKey(seed), digits.x_train[:1], train=False
-        )
-        return [
-            _common.runner(
-                v.name, functools.partial(v.init, variables), v.step, v.predict
-            )
-            for v in variants
-        ]
-
-    return _common.accuracy_over_seeds(
-        runners_for,
-        digits,
-        seeds=args.seeds,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        baseline="full",
-    )
-
-
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--device", default="auto", help="cpu, gpu, tpu or auto (default)"
+    parser = _common.argument_parser(
+        __doc__,
+        "less_bn.json",
+        device="auto",
+        repetitions=31,
+        steps=20,
+        epochs=15,
+        seeds=3,
+        batch_size=64,
+        learning_rate=0.05,
     )
-    parser.add_argument("--repetitions", type=int, default=31)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument(
         "--schedule",
         choices=("constant", "cosine"),
         default="constant",
         help="learning rate: constant, or cosine decay to 0 over the run",
     )
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "less_bn.json")
+    args = _common.parse(
+        parser, argv, repetitions=3, steps=2, epochs=1, seeds=1
     )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    if args.quick:
-        args.repetitions, args.steps, args.epochs, args.seeds = 3, 2, 1, 1
-    device = (
-        jax.devices()[0]
-        if args.device == "auto"
-        else jax.devices(args.device)[0]
-    )
+    device = _common.device(args.device)
     with jax.default_device(device):
-        model = (
-            models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-            if args.quick
-            else models.ResNet()
-        )
-        digits = data.load_digits()
-        steps = args.epochs * data.steps_per_epoch(
-            len(digits.x_train), args.batch_size
-        )
+        workload = _common.digits_workload(args)
+        model, digits = workload.model, workload.digits
         learning_rate = (
-            optax.cosine_decay_schedule(args.learning_rate, steps)
+            optax.cosine_decay_schedule(
+                args.learning_rate, workload.total_steps
+            )
             if args.schedule == "cosine"
             else args.learning_rate
         )
         optimizer = optax.sgd(learning_rate, momentum=0.9)
         report = boostax.less_bn_report(model, digits.x_train[:1], fn_flag=True)
         print(report)
-        batch = (
-            jnp.asarray(digits.x_train[: args.batch_size]),
-            jnp.asarray(digits.y_train[: args.batch_size]),
+        batch = _common.first_batch(digits, args.batch_size)
+        variants = build_variants(
+            model, optimizer, batch, workload.variables(0)
         )
-        variables = _common.init_variables(
-            model, jax.random.PRNGKey(0), digits.x_train[:1], train=False
+        cost = measure_cost_and_time(
+            variants, workload.variables(0), batch, args
         )
-        variants = build_variants(model, optimizer, batch, variables)
-        cost = measure_cost_and_time(variants, variables, batch, args)
-        accuracy = measure_accuracy(variants, model, digits, args)
+        accuracy = _common.accuracy_over_seeds(
+            [variant.arm(workload) for variant in variants],
+            workload,
+            seeds=args.seeds,
+            baseline="full",
+        )
     headline = cost["less_bn"]
     result = {
         "benchmark": "less_bn",
         "quick": args.quick,
         "device": str(device),
-        "model": f"ResNet{tuple(model.stage_sizes)} widths "
-        f"{tuple(model.widths)}",
+        "model": _common.describe(model),
         "batch_size": args.batch_size,
         "epochs": args.epochs,
         "seeds": args.seeds,
