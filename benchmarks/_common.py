@@ -21,7 +21,7 @@ import platform
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +41,21 @@ _SHARED_FLAGS = {
     "batch_size": (int, "examples per step"),
     "learning_rate": (float, "of SGD with momentum 0.9"),
 }
+
+# The flags of the benchmarks that train the example ResNet on the digits
+# (`digits_workload`), at the defaults they share (the workload's batch size
+# and learning rate), and their values under --quick.
+DIGITS_FLAGS = {
+    "device": "auto",
+    "seeds": 3,
+    "batch_size": 64,
+    "learning_rate": 0.05,
+}
+DIGITS_QUICK = {"seeds": 1}
+# Those of the benchmarks that also train for a fixed number of epochs and
+# time single steps (grad_freeze, less_bn).
+DIGITS_TRAINING_FLAGS = {**DIGITS_FLAGS, "steps": 20, "epochs": 15}
+DIGITS_TRAINING_QUICK = {**DIGITS_QUICK, "steps": 2, "epochs": 1}
 
 
 def argument_parser(
@@ -126,6 +141,15 @@ def first_batch(digits: data.Digits, batch_size: int):
     )
 
 
+def timing_inputs(workload: speedup.Workload):
+    """``(batch, variables)`` to time the workload's train steps on: its
+    `first_batch` and seed 0's initial variables."""
+    return (
+        first_batch(workload.digits, workload.batch_size),
+        workload.variables(0),
+    )
+
+
 def describe(model) -> str:
     """The example model's architecture in one line, for the results."""
     if isinstance(model, models.MLP):
@@ -187,14 +211,33 @@ def step_runner(step, state, batch, steps: int) -> Callable[[], Any]:
     return run_steps
 
 
+def jsonable(value: Any) -> Any:
+    """`value` with its records (dataclasses, named tuples) as JSON objects,
+    key for key in their fields' order: the benchmarks keep typed records
+    and convert them only to write them."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {
+            field.name: getattr(value, field.name)
+            for field in dataclasses.fields(value)
+        }
+    elif isinstance(value, tuple) and hasattr(value, "_asdict"):
+        value = value._asdict()
+    if isinstance(value, dict):
+        return {key: jsonable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [jsonable(item) for item in value]
+    return value
+
+
 def write_result(path: str, payload: Mapping[str, Any]) -> None:
-    """Writes `payload` (plus the command and environment) as JSON."""
+    """Writes `payload` (plus the command and environment) as JSON, its
+    records as objects (`jsonable`)."""
     payload = {
         "command": " ".join(["python", *sys.argv]),
         "environment": environment(),
         # Compile times read from a warm persistent cache are disk reads.
         "compilation_cache_dir": jax.config.jax_compilation_cache_dir,
-        **payload,
+        **jsonable(payload),
     }
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
@@ -203,13 +246,28 @@ def write_result(path: str, payload: Mapping[str, Any]) -> None:
     print(f"wrote {path}")
 
 
+class SeedAccuracy(NamedTuple):
+    """One arm's final test accuracy over the seeds (`accuracy_over_seeds`).
+
+    Attributes:
+      test_accuracy: per seed.
+      mean_difference_points: 100 x the mean's difference from the
+        baseline arm's.
+    """
+
+    test_accuracy: list[float]
+    median: float
+    mean: float
+    mean_difference_points: float
+
+
 def accuracy_over_seeds(
     arms: Sequence[speedup.Arm],
     workload: speedup.Workload,
     *,
     seeds: int,
     baseline: str,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, SeedAccuracy]:
     """Final test accuracy of each arm after the workload's epochs, one
     training run per seed (no evaluation before the end).
 
@@ -217,11 +275,6 @@ def accuracy_over_seeds(
       arms: ``arm.init(seed)`` is the arm's state at that seed's
         initialization (the data order follows the seed too).
       baseline: the arm the others are compared with.
-
-    Returns:
-      ``{name: {"test_accuracy": [...], "median", "mean",
-      "mean_difference_points"}}`` (points = 100 x the mean's difference
-      from the baseline's).
     """
     accuracies: dict[str, list[float]] = {}
     for seed in range(seeds):
@@ -230,11 +283,11 @@ def accuracy_over_seeds(
             accuracies.setdefault(arm.name, []).append(run.final_accuracy)
     base = statistics.fmean(accuracies[baseline])
     return {
-        name: {
-            "test_accuracy": values,
-            "median": statistics.median(values),
-            "mean": statistics.fmean(values),
-            "mean_difference_points": 100 * (statistics.fmean(values) - base),
-        }
+        name: SeedAccuracy(
+            test_accuracy=values,
+            median=statistics.median(values),
+            mean=statistics.fmean(values),
+            mean_difference_points=100 * (statistics.fmean(values) - base),
+        )
         for name, values in accuracies.items()
     }

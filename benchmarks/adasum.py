@@ -29,6 +29,7 @@ import math
 import os
 import statistics
 import time
+from typing import NamedTuple
 
 import _common
 import jax
@@ -166,20 +167,38 @@ def _train(ts, variables, digits, batch_size, seed, epochs) -> list[float]:
     return accuracies
 
 
-def _summary(runs: list[list[float]], target: float) -> dict:
+class Convergence(NamedTuple):
+    """Test accuracy per epoch over the seeds, against the target.
+
+    Attributes:
+      epochs_to_target: per seed, the first epoch at the target (``None``:
+        not reached).
+      median_epochs_to_target: ``None`` when most seeds never reach it.
+    """
+
+    epochs_to_target: list[int | None]
+    median_epochs_to_target: float | None
+    seeds_reaching_target: int
+    final_accuracy: list[float]
+    median_final_accuracy: float
+    best_accuracy: list[float]
+    accuracy_per_epoch: list[list[float]]
+
+
+def _summary(runs: list[list[float]], target: float) -> Convergence:
     epochs = [_epochs_to(a, target) for a in runs]
     finals = [a[-1] for a in runs]
     # "Not reached" counts as later than any epoch.
     median = statistics.median(math.inf if e is None else e for e in epochs)
-    return {
-        "epochs_to_target": epochs,
-        "median_epochs_to_target": None if math.isinf(median) else median,
-        "seeds_reaching_target": sum(e is not None for e in epochs),
-        "final_accuracy": finals,
-        "median_final_accuracy": statistics.median(finals),
-        "best_accuracy": [max(a) for a in runs],
-        "accuracy_per_epoch": runs,
-    }
+    return Convergence(
+        epochs_to_target=epochs,
+        median_epochs_to_target=None if math.isinf(median) else median,
+        seeds_reaching_target=sum(e is not None for e in epochs),
+        final_accuracy=finals,
+        median_final_accuracy=statistics.median(finals),
+        best_accuracy=[max(a) for a in runs],
+        accuracy_per_epoch=runs,
+    )
 
 
 def measure_convergence(mesh, args) -> dict:
@@ -263,7 +282,7 @@ def measure_convergence(mesh, args) -> dict:
             "steps_per_epoch": data.steps_per_epoch(
                 len(digits.x_train), per_device
             ),
-            **reference,
+            **reference._asdict(),
         },
         "learning_rates": results,
     }
@@ -278,6 +297,14 @@ def _fmt_epochs(epochs) -> str:
 
 def _fmt_median(value) -> str:
     return "not reached" if value is None else f"{value:g}"
+
+
+def _fmt_convergence(c: Convergence) -> str:
+    return (
+        f"{_fmt_epochs(c.epochs_to_target):>14} "
+        f"{_fmt_median(c.median_epochs_to_target):>11} "
+        f"{c.median_final_accuracy:>6.3f}"
+    )
 
 
 def main(argv=None) -> dict:
@@ -373,12 +400,7 @@ def main(argv=None) -> dict:
         m, a = row["mean"], row["adasum"]
         print(
             f"  {row['learning_rate']:>7g} | "
-            f"{_fmt_epochs(m['epochs_to_target']):>14} "
-            f"{_fmt_median(m['median_epochs_to_target']):>11} "
-            f"{m['median_final_accuracy']:>6.3f} | "
-            f"{_fmt_epochs(a['epochs_to_target']):>14} "
-            f"{_fmt_median(a['median_epochs_to_target']):>11} "
-            f"{a['median_final_accuracy']:>6.3f}"
+            f"{_fmt_convergence(m)} | {_fmt_convergence(a)}"
         )
     _common.write_result(args.out, result)
     return result

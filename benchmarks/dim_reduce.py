@@ -438,13 +438,7 @@ def run_setting(name, setting, model, digits, steps_, args) -> dict:
 
 def main(argv=None) -> dict:
     parser = _common.argument_parser(
-        __doc__,
-        "dim_reduce.json",
-        device="auto",
-        seeds=3,
-        batch_size=64,
-        learning_rate=0.05,
-        repetitions=5,
+        __doc__, "dim_reduce.json", **_common.DIGITS_FLAGS, repetitions=5
     )
     parser.add_argument(
         "--settings", nargs="+", choices=sorted(SETTINGS), default=None
@@ -467,7 +461,7 @@ def main(argv=None) -> dict:
     args = _common.parse(
         parser,
         argv,
-        seeds=1,
+        **_common.DIGITS_QUICK,
         n_components=[8],
         random_control=False,
         lr_drop_control=False,

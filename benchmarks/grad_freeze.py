@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from typing import NamedTuple
 
 import _common
 import jax
@@ -46,7 +47,40 @@ def _freezing_arm(workload, name: str) -> speedup.Arm:
     return speedup.level_arm(workload, "O1", config, name=name)
 
 
-def measure_depths(plain, arms, workload, args) -> dict:
+class DepthCost(NamedTuple):
+    """One freeze depth's compiled step, against depth 0's."""
+
+    flops: float
+    flops_ratio: float
+    median_step_ms: float
+    step_time_ratio: float
+
+
+class ScheduleSpeed(NamedTuple):
+    """A freezing schedule's throughput against the plain Optax step."""
+
+    freeze_p: float
+    fraction_full_steps: float
+    estimated_speedup: float
+    measured_speedup: float
+
+
+class FreezingCost(NamedTuple):
+    """`measure_depths`' result.
+
+    Attributes:
+      depths: by depth (as a string, the JSON's key).
+      schedules: by `FREEZE_P` name.
+    """
+
+    compile_seconds_all_depths: float
+    plain_step_ms: float
+    plain_flops: float
+    depths: dict[str, DepthCost]
+    schedules: dict[str, ScheduleSpeed]
+
+
+def measure_depths(plain, arms, workload, args) -> FreezingCost:
     """Per-depth FLOPs and step times, compile time, schedule throughput
     (`plain` and each of `arms` from seed 0's initialization)."""
     batch = _common.first_batch(workload.digits, workload.batch_size)
@@ -75,27 +109,8 @@ def measure_depths(plain, arms, workload, args) -> dict:
         runs, repetitions=args.repetitions, steps=args.steps
     )
     median = {name: statistics.median(v) for name, v in samples.items()}
-    flops = {
-        k: boostax.executable_cost(compiled[k])._asdict()["flops"]
-        for k in depths
-    }
-    result = {
-        "compile_seconds_all_depths": compile_seconds,
-        "plain_step_ms": 1e3 * median["plain"],
-        "plain_flops": boostax.executable_cost(plain.step)._asdict()["flops"],
-        "depths": {
-            str(k): {
-                "flops": flops[k],
-                "flops_ratio": flops[k] / flops[0],
-                "median_step_ms": 1e3 * median[f"depth_{k}"],
-                "step_time_ratio": boostax.paired_ratio(
-                    samples[f"depth_{k}"], samples["depth_0"]
-                ),
-            }
-            for k in depths
-        },
-        "schedules": {},
-    }
+    flops = {k: boostax.executable_cost(compiled[k]).flops for k in depths}
+    schedules = {}
     for name, ts in steps.items():
         sequence = ts.freezing.sequence[: workload.total_steps]
         frequency = np.bincount(sequence, minlength=args.groups) / len(sequence)
@@ -103,32 +118,47 @@ def measure_depths(plain, arms, workload, args) -> dict:
             frequency[k] * median[f"depth_{ts.freezing.canonical_depth(k)}"]
             for k in range(args.groups)
         )
-        result["schedules"][name] = {
-            "freeze_p": FREEZE_P[name],
-            "fraction_full_steps": float(frequency[0]),
-            "estimated_speedup": median["plain"] / estimated,
-            "measured_speedup": boostax.paired_ratio(
+        schedules[name] = ScheduleSpeed(
+            freeze_p=FREEZE_P[name],
+            fraction_full_steps=float(frequency[0]),
+            estimated_speedup=median["plain"] / estimated,
+            measured_speedup=boostax.paired_ratio(
                 samples["plain"], samples[f"schedule_{name}"]
             ),
-        }
-    return result
+        )
+    return FreezingCost(
+        compile_seconds_all_depths=compile_seconds,
+        plain_step_ms=1e3 * median["plain"],
+        plain_flops=boostax.executable_cost(plain.step).flops,
+        depths={
+            str(k): DepthCost(
+                flops=flops[k],
+                flops_ratio=flops[k] / flops[0],
+                median_step_ms=1e3 * median[f"depth_{k}"],
+                step_time_ratio=boostax.paired_ratio(
+                    samples[f"depth_{k}"], samples["depth_0"]
+                ),
+            )
+            for k in depths
+        },
+        schedules=schedules,
+    )
 
 
 def main(argv=None) -> dict:
     parser = _common.argument_parser(
         __doc__,
         "grad_freeze.json",
-        device="auto",
+        **_common.DIGITS_TRAINING_FLAGS,
         repetitions=21,
-        steps=20,
-        epochs=15,
-        seeds=3,
-        batch_size=64,
-        learning_rate=0.05,
     )
     parser.add_argument("--groups", type=int, default=10)
     args = _common.parse(
-        parser, argv, repetitions=2, steps=2, epochs=1, seeds=1, groups=3
+        parser,
+        argv,
+        **_common.DIGITS_TRAINING_QUICK,
+        repetitions=2,
+        groups=3,
     )
     device = _common.device(args.device)
     with jax.default_device(device):
@@ -147,7 +177,7 @@ def main(argv=None) -> dict:
         accuracy = _common.accuracy_over_seeds(
             [plain, *arms], workload, seeds=args.seeds, baseline="no_freezing"
         )
-    default = cost["schedules"]["default_p0.7"]
+    default = cost.schedules["default_p0.7"]
     result = {
         "benchmark": "grad_freeze",
         "quick": args.quick,
@@ -161,24 +191,22 @@ def main(argv=None) -> dict:
         "cost": cost,
         "accuracy": accuracy,
         "throughput_target": THROUGHPUT_TARGET,
-        "meets_throughput_target": default["measured_speedup"]
+        "meets_throughput_target": default.measured_speedup
         >= THROUGHPUT_TARGET,
-        "meets_accuracy_target": accuracy["default_p0.7"][
-            "mean_difference_points"
-        ]
+        "meets_accuracy_target": accuracy["default_p0.7"].mean_difference_points
         >= -ACCURACY_TOLERANCE_POINTS,
     }
     print(
-        f"compile, all depths: {cost['compile_seconds_all_depths']:.1f} s; "
+        f"compile, all depths: {cost.compile_seconds_all_depths:.1f} s; "
         "FLOPs by depth: "
-        + " ".join(f"{d['flops_ratio']:.3f}" for d in cost["depths"].values())
+        + " ".join(f"{d.flops_ratio:.3f}" for d in cost.depths.values())
     )
-    for name, s in cost["schedules"].items():
+    for name, speed in cost.schedules.items():
         a = accuracy[name]
         print(
-            f"{name}: speed-up measured x{s['measured_speedup']:.3f} "
-            f"(estimated x{s['estimated_speedup']:.3f}); test accuracy "
-            f"{a['mean']:.4f} ({a['mean_difference_points']:+.2f} points)"
+            f"{name}: speed-up measured x{speed.measured_speedup:.3f} "
+            f"(estimated x{speed.estimated_speedup:.3f}); test accuracy "
+            f"{a.mean:.4f} ({a.mean_difference_points:+.2f} points)"
         )
     _common.write_result(args.out, result)
     return result

@@ -90,23 +90,6 @@ def _spread(values) -> Spread:
     )
 
 
-def _json(value):
-    """`value` with its records (dataclasses, named tuples) as JSON objects,
-    key for key in their fields' order."""
-    if dataclasses.is_dataclass(value):
-        value = {
-            field.name: getattr(value, field.name)
-            for field in dataclasses.fields(value)
-        }
-    elif isinstance(value, tuple) and hasattr(value, "_asdict"):
-        value = value._asdict()
-    if isinstance(value, dict):
-        return {key: _json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json(item) for item in value]
-    return value
-
-
 @dataclasses.dataclass(frozen=True)
 class ArmSummary:
     """One arm of `measure_workload` over the seeds.
@@ -170,7 +153,7 @@ class WorkloadResult:
     compilation: CompileComparison | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        out = _json(self)
+        out = _common.jsonable(self)
         if self.compilation is None:
             del out["compilation"]
         return out
@@ -199,7 +182,7 @@ class BudgetWorkloadResult:
     compilation: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        out = _json(self)
+        out = _common.jsonable(self)
         if self.compilation is None:
             del out["compilation"]
         return out

@@ -31,8 +31,7 @@ def main(argv=None) -> dict:
     args = _common.parse(parser, argv, repetitions=3, steps=2)
     workload = _common.digits_workload(args)
     model = workload.model
-    batch = _common.first_batch(workload.digits, args.batch_size)
-    variables = workload.variables(0)
+    batch, variables = _common.timing_inputs(workload)
     optimizer = workload.optimizer()
 
     plain_step = baseline.make_plain_step(
