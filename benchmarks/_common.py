@@ -42,9 +42,13 @@ _SHARED_FLAGS = {
     "learning_rate": (float, "of SGD with momentum 0.9"),
 }
 
-# The flags of the benchmarks that train the example ResNet on the digits
-# (`digits_workload`), at the defaults they share (the workload's batch size
-# and learning rate), and their values under --quick.
+# Shared defaults of the shared flags, and their values under --quick. The
+# benchmarks that time single train steps of the example ResNet on one
+# batch (`timing_inputs`):
+STEP_FLAGS = {"steps": 20, "batch_size": 64}
+STEP_QUICK = {"steps": 2}
+# those that train it on the digits (`digits_workload`; the workload's batch
+# size and learning rate):
 DIGITS_FLAGS = {
     "device": "auto",
     "seeds": 3,
@@ -52,10 +56,10 @@ DIGITS_FLAGS = {
     "learning_rate": 0.05,
 }
 DIGITS_QUICK = {"seeds": 1}
-# Those of the benchmarks that also train for a fixed number of epochs and
-# time single steps (grad_freeze, less_bn).
-DIGITS_TRAINING_FLAGS = {**DIGITS_FLAGS, "steps": 20, "epochs": 15}
-DIGITS_TRAINING_QUICK = {**DIGITS_QUICK, "steps": 2, "epochs": 1}
+# and those that do both, training for a fixed number of epochs
+# (grad_freeze, less_bn).
+DIGITS_TRAINING_FLAGS = {**DIGITS_FLAGS, **STEP_FLAGS, "epochs": 15}
+DIGITS_TRAINING_QUICK = {**DIGITS_QUICK, **STEP_QUICK, "epochs": 1}
 
 
 def argument_parser(

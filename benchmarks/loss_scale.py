@@ -24,9 +24,9 @@ TARGET = 1.05
 
 def main(argv=None) -> dict:
     parser = _common.argument_parser(
-        __doc__, "loss_scale.json", repetitions=31, steps=20, batch_size=64
+        __doc__, "loss_scale.json", **_common.STEP_FLAGS, repetitions=31
     )
-    args = _common.parse(parser, argv, repetitions=2, steps=2)
+    args = _common.parse(parser, argv, **_common.STEP_QUICK, repetitions=2)
     workload = _common.digits_workload(args)
     model = workload.model
     batch, variables = _common.timing_inputs(workload)

@@ -26,9 +26,9 @@ TARGET_RATIO = 1.03
 
 def main(argv=None) -> dict:
     parser = _common.argument_parser(
-        __doc__, "step_overhead.json", repetitions=41, steps=20, batch_size=64
+        __doc__, "step_overhead.json", **_common.STEP_FLAGS, repetitions=41
     )
-    args = _common.parse(parser, argv, repetitions=3, steps=2)
+    args = _common.parse(parser, argv, **_common.STEP_QUICK, repetitions=3)
     workload = _common.digits_workload(args)
     model = workload.model
     batch, variables = _common.timing_inputs(workload)
