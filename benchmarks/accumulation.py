@@ -17,9 +17,7 @@ shapes of four 256x256 dense layers:
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import statistics
 
 import _common
@@ -30,7 +28,6 @@ import optax
 
 import boostax
 from boostax._src import accumulation as accumulation_lib
-from boostax.examples import compilation_cache
 
 INNER = {
     "adam": lambda: optax.adam(1e-3),
@@ -102,20 +99,13 @@ def measure(name, params, grads, k, args) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = _common.argument_parser(
+        __doc__, "accumulation.json", repetitions=21
+    )
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--repetitions", type=int, default=21)
     parser.add_argument("--cycles", type=int, default=10)
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "accumulation.json")
-    )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    if args.quick:
-        args.width, args.repetitions, args.cycles = 32, 2, 1
+    args = _common.parse(parser, argv, width=32, repetitions=2, cycles=1)
     rng = np.random.default_rng(0)
     params = {
         f"dense_{i}": jnp.asarray(

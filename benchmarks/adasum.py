@@ -25,11 +25,11 @@ so the ratios measure the extra computation and collective steps only.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
 import time
+from typing import NamedTuple
 
 import _common
 import jax
@@ -37,7 +37,7 @@ import numpy as np
 import optax
 
 import boostax
-from boostax.examples import baseline, compilation_cache, data, models
+from boostax.examples import baseline, data, models
 
 # Before any backend use: 8 host CPU devices, whatever XLA_FLAGS says.
 NUM_DEVICES = 8
@@ -66,12 +66,6 @@ def _model(name: str):
     raise ValueError(name)
 
 
-def _describe(model) -> str:
-    if isinstance(model, models.MLP):
-        return f"MLP{tuple(model.features)}"
-    return f"ResNet{tuple(model.stage_sizes)} widths {tuple(model.widths)}"
-
-
 def _train_step(model, optimizer, mesh, reduction):
     return boostax.make_train_step(
         optimizer,
@@ -88,10 +82,7 @@ def _train_step(model, optimizer, mesh, reduction):
 def measure_cost(name: str, mesh, args) -> dict:
     model, flat, kwargs = _model(name)
     digits = data.load_digits(flat=flat)
-    batch = (
-        digits.x_train[: args.batch_size],
-        digits.y_train[: args.batch_size],
-    )
+    batch = _common.first_batch(digits, args.batch_size)
     variables = _common.init_variables(
         model, jax.random.PRNGKey(0), batch[0][:1], **kwargs
     )
@@ -137,7 +128,7 @@ def measure_cost(name: str, mesh, args) -> dict:
         if r["temp_bytes"] is not None and mean["temp_bytes"]:
             r["temp_bytes_ratio_vs_mean"] = r["temp_bytes"] / mean["temp_bytes"]
     return {
-        "model": _describe(model),
+        "model": _common.describe(model),
         "gradient_bytes": param_bytes,
         "global_batch": args.batch_size,
         "repetitions": args.repetitions,
@@ -176,20 +167,38 @@ def _train(ts, variables, digits, batch_size, seed, epochs) -> list[float]:
     return accuracies
 
 
-def _summary(runs: list[list[float]], target: float) -> dict:
+class Convergence(NamedTuple):
+    """Test accuracy per epoch over the seeds, against the target.
+
+    Attributes:
+      epochs_to_target: per seed, the first epoch at the target (``None``:
+        not reached).
+      median_epochs_to_target: ``None`` when most seeds never reach it.
+    """
+
+    epochs_to_target: list[int | None]
+    median_epochs_to_target: float | None
+    seeds_reaching_target: int
+    final_accuracy: list[float]
+    median_final_accuracy: float
+    best_accuracy: list[float]
+    accuracy_per_epoch: list[list[float]]
+
+
+def _summary(runs: list[list[float]], target: float) -> Convergence:
     epochs = [_epochs_to(a, target) for a in runs]
     finals = [a[-1] for a in runs]
     # "Not reached" counts as later than any epoch.
     median = statistics.median(math.inf if e is None else e for e in epochs)
-    return {
-        "epochs_to_target": epochs,
-        "median_epochs_to_target": None if math.isinf(median) else median,
-        "seeds_reaching_target": sum(e is not None for e in epochs),
-        "final_accuracy": finals,
-        "median_final_accuracy": statistics.median(finals),
-        "best_accuracy": [max(a) for a in runs],
-        "accuracy_per_epoch": runs,
-    }
+    return Convergence(
+        epochs_to_target=epochs,
+        median_epochs_to_target=None if math.isinf(median) else median,
+        seeds_reaching_target=sum(e is not None for e in epochs),
+        final_accuracy=finals,
+        median_final_accuracy=statistics.median(finals),
+        best_accuracy=[max(a) for a in runs],
+        accuracy_per_epoch=runs,
+    )
 
 
 def measure_convergence(mesh, args) -> dict:
@@ -254,7 +263,7 @@ def measure_convergence(mesh, args) -> dict:
             )
         results[f"lr_x{scale:g}"] = {"learning_rate": lr, **row}
     return {
-        "model": _describe(model),
+        "model": _common.describe(model),
         "optimizer": "sgd(cosine_decay(lr, epochs x steps), momentum=0.9)",
         "global_batch": args.global_batch,
         "per_device_batch": per_device,
@@ -273,7 +282,7 @@ def measure_convergence(mesh, args) -> dict:
             "steps_per_epoch": data.steps_per_epoch(
                 len(digits.x_train), per_device
             ),
-            **reference,
+            **reference._asdict(),
         },
         "learning_rates": results,
     }
@@ -290,35 +299,44 @@ def _fmt_median(value) -> str:
     return "not reached" if value is None else f"{value:g}"
 
 
+def _fmt_convergence(c: Convergence) -> str:
+    return (
+        f"{_fmt_epochs(c.epochs_to_target):>14} "
+        f"{_fmt_median(c.median_epochs_to_target):>11} "
+        f"{c.median_final_accuracy:>6.3f}"
+    )
+
+
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = _common.argument_parser(
+        __doc__,
+        "adasum.json",
+        repetitions=15,
+        steps=None,  # per model: `STEPS`
+        batch_size=512,
+        learning_rate=0.05,
+        epochs=40,
+        seeds=3,
+    )
     parser.add_argument(
         "--models", default="mlp,resnet_small,resnet", help="timed models"
     )
-    parser.add_argument("--repetitions", type=int, default=15)
-    parser.add_argument(
-        "--steps", type=int, default=None, help="steps per timing sample"
-    )
-    parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--global-batch", type=int, default=512)
     parser.add_argument("--base-lr", type=float, default=0.05)
     parser.add_argument(
         "--lr-scales", default="0.5,1,2,4,8", help="multiples of --base-lr"
     )
-    parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--target", type=float, default=0.95)
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "adasum.json")
+    args = _common.parse(
+        parser,
+        argv,
+        models="mlp",
+        repetitions=2,
+        steps=2,
+        epochs=2,
+        seeds=1,
+        lr_scales="1",
     )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    if args.quick:
-        args.models, args.repetitions, args.steps = "mlp", 2, 2
-        args.epochs, args.seeds, args.lr_scales = 2, 1, "1"
     args.lr_scales = [float(s) for s in args.lr_scales.split(",")]
     devices = jax.devices()
     if len(devices) < NUM_DEVICES:
@@ -382,12 +400,7 @@ def main(argv=None) -> dict:
         m, a = row["mean"], row["adasum"]
         print(
             f"  {row['learning_rate']:>7g} | "
-            f"{_fmt_epochs(m['epochs_to_target']):>14} "
-            f"{_fmt_median(m['median_epochs_to_target']):>11} "
-            f"{m['median_final_accuracy']:>6.3f} | "
-            f"{_fmt_epochs(a['epochs_to_target']):>14} "
-            f"{_fmt_median(a['median_epochs_to_target']):>11} "
-            f"{a['median_final_accuracy']:>6.3f}"
+            f"{_fmt_convergence(m)} | {_fmt_convergence(a)}"
         )
     _common.write_result(args.out, result)
     return result

@@ -47,7 +47,6 @@ load of a shared machine, unlike the sequential stage-2 times).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -59,7 +58,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 import boostax
-from boostax.examples import compilation_cache, data, models
+from boostax.examples import data, models
 
 # Stage-1 length and snapshot sampling: 42 snapshots each (21 steps/epoch).
 SETTINGS = {
@@ -147,10 +146,7 @@ class Steps:
 
     def __init__(self, model, digits, args):
         self.model, self.args = model, args
-        self.batch = (
-            jnp.asarray(digits.x_train[: args.batch_size]),
-            jnp.asarray(digits.y_train[: args.batch_size]),
-        )
+        self.batch = _common.first_batch(digits, args.batch_size)
         self.sgd = boostax.make_train_step(
             optax.sgd(args.learning_rate, momentum=0.9),
             model=model,
@@ -259,6 +255,31 @@ def run_seed(seed, setting, model, digits, steps_, args) -> dict:
 
     # Stage 2: every arm from the same state.
     start_point = {**stage1_curve[-1], "epoch": 0.0}
+
+    def stage2(step, state, epochs, on_step=None):
+        """`epochs` epochs after stage 1: ``(curve, seconds)``."""
+        _, curve, seconds = _train(
+            step,
+            state,
+            digits,
+            args,
+            seed=seed,
+            first_epoch=setting["epochs"],
+            epochs=epochs,
+            on_step=on_step,
+        )
+        return curve, seconds
+
+    def record(curve, seconds, epochs, **extra):
+        """A stage-2 arm's result, its curve from the end of stage 1."""
+        return {
+            "curve": [start_point, *curve],
+            "train_seconds": seconds,
+            "steps": epochs * steps,
+            **extra,
+            **curve[-1],
+        }
+
     steps_.stage2_start["sgd"] = (steps_.sgd, state)
     variables = {"params": state.params, **state.model_state}
     matrices = {}
@@ -279,72 +300,34 @@ def run_seed(seed, setting, model, digits, steps_, args) -> dict:
         def collect(epoch, i, s, step_sizes=step_sizes):
             step_sizes.append(s.opt_state.step_size)  # no sync
 
-        _, curve, seconds = _train(
-            ts,
-            dr_state,
-            digits,
-            args,
-            seed=seed,
-            first_epoch=setting["epochs"],
-            epochs=args.dr_epochs,
-            on_step=collect,
-        )
+        curve, seconds = stage2(ts, dr_state, args.dr_epochs, collect)
         sizes = np.asarray(jax.device_get(step_sizes))
         result["arms"][name] = {
             "n_components": int(matrix.shape[0]),
-            "curve": [start_point, *curve],
-            "train_seconds": seconds,
-            "steps": len(sizes),
-            "accepted_fraction": float(np.mean(sizes > 0)),
-            "step_size_counts": {
-                f"{r:g}": int(np.sum(np.isclose(sizes, r)))
-                for r in sorted(set(np.round(sizes, 6).tolist()))
-            },
-            **curve[-1],
+            **record(
+                curve,
+                seconds,
+                args.dr_epochs,
+                accepted_fraction=float(np.mean(sizes > 0)),
+                step_size_counts={
+                    f"{r:g}": int(np.sum(np.isclose(sizes, r)))
+                    for r in sorted(set(np.round(sizes, 6).tolist()))
+                },
+            ),
         }
 
     if args.lr_drop_control:
         steps_.compile_sgd_low(state)
-        _, curve, seconds = _train(
-            steps_.sgd_low,
-            state,
-            digits,
-            args,
-            seed=seed,
-            first_epoch=setting["epochs"],
-            epochs=args.dr_epochs,
-            on_step=None,
-        )
-        result["arms"]["sgd_lr_div10"] = {
-            "curve": [start_point, *curve],
-            "train_seconds": seconds,
-            "steps": args.dr_epochs * steps,
-            **curve[-1],
-        }
+        curve, seconds = stage2(steps_.sgd_low, state, args.dr_epochs)
+        result["arms"]["sgd_lr_div10"] = record(curve, seconds, args.dr_epochs)
 
-    _, curve, seconds = _train(
-        steps_.sgd,
-        state,
-        digits,
-        args,
-        seed=seed,
-        first_epoch=setting["epochs"],
-        epochs=args.sgd_epochs,
-        on_step=None,
-    )
+    curve, seconds = stage2(steps_.sgd, state, args.sgd_epochs)
+    result["arms"]["sgd"] = record(curve, seconds, args.sgd_epochs)
+    # The first dr_epochs of "sgd".
     short = [c for c in curve if c["epoch"] <= args.dr_epochs]
-    result["arms"]["sgd"] = {
-        "curve": [start_point, *curve],
-        "train_seconds": seconds,
-        "steps": args.sgd_epochs * steps,
-        **curve[-1],
-    }
-    result["arms"]["sgd_short"] = {  # the first dr_epochs of "sgd"
-        "curve": [start_point, *short],
-        "train_seconds": seconds * args.dr_epochs / args.sgd_epochs,
-        "steps": args.dr_epochs * steps,
-        **short[-1],
-    }
+    result["arms"]["sgd_short"] = record(
+        short, seconds * args.dr_epochs / args.sgd_epochs, args.dr_epochs
+    )
     return result
 
 
@@ -454,10 +437,9 @@ def run_setting(name, setting, model, digits, steps_, args) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser = _common.argument_parser(
+        __doc__, "dim_reduce.json", **_common.DIGITS_FLAGS, repetitions=5
+    )
     parser.add_argument(
         "--settings", nargs="+", choices=sorted(SETTINGS), default=None
     )
@@ -476,35 +458,26 @@ def main(argv=None) -> dict:
         default=True,
         help="also continue SGD at a tenth of the learning rate",
     )
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument(
-        "--repetitions", type=int, default=5, help="of the step timing"
+    args = _common.parse(
+        parser,
+        argv,
+        **_common.DIGITS_QUICK,
+        n_components=[8],
+        random_control=False,
+        lr_drop_control=False,
+        dr_epochs=1,
+        sgd_epochs=1,
+        repetitions=1,
     )
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "dim_reduce.json")
+    settings = (
+        QUICK_SETTINGS
+        if args.quick
+        else {name: SETTINGS[name] for name in args.settings or SETTINGS}
     )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    settings = {name: SETTINGS[name] for name in args.settings or SETTINGS}
-    if args.quick:
-        settings = QUICK_SETTINGS
-        args.seeds, args.n_components = 1, [8]
-        args.random_control = args.lr_drop_control = False
-        args.dr_epochs, args.sgd_epochs, args.repetitions = 1, 1, 1
-    device = (
-        jax.devices()[0]
-        if args.device == "auto"
-        else jax.devices(args.device)[0]
-    )
+    device = _common.device(args.device)
     with jax.default_device(device):
-        digits = data.load_digits()
-        model = (
-            models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-            if args.quick
-            else models.ResNet()
-        )
+        workload = _common.digits_workload(args)
+        model, digits = workload.model, workload.digits
         args.evaluate = _evaluator(model, digits)
         steps_ = Steps(model, digits, args)
         results = {
@@ -516,8 +489,7 @@ def main(argv=None) -> dict:
         "benchmark": "dim_reduce",
         "quick": args.quick,
         "device": str(device),
-        "model": f"ResNet{tuple(model.stage_sizes)} widths "
-        f"{tuple(model.widths)}",
+        "model": _common.describe(model),
         "n_params": _n_params(model, digits),
         "batch_size": args.batch_size,
         "steps_per_epoch": data.steps_per_epoch(

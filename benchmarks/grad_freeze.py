@@ -20,57 +20,73 @@ only ``grad_freeze``) against the hand-written Optax step:
 
 from __future__ import annotations
 
-import argparse
-import functools
-import os
+import dataclasses
 import statistics
 import time
+from typing import NamedTuple
 
 import _common
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 import boostax
-from boostax.examples import baseline, compilation_cache, data, models
+from boostax.examples import speedup
 
 THROUGHPUT_TARGET = 1.15
 ACCURACY_TOLERANCE_POINTS = 1.0
 FREEZE_P = {"default_p0.7": 0.7, "p0.3": 0.3}
 
 
-def _config(freeze_p: float, total_steps: int, groups: int) -> dict:
-    return {
+def _freezing_arm(workload, name: str) -> speedup.Arm:
+    """O1 in manual mode with only gradient freezing, MindSpore's interval
+    strategy at `FREEZE_P[name]`, over the workload's budget."""
+    config = {
         "boost": {"mode": "manual", "less_bn": False, "grad_freeze": True},
-        "grad_freeze": {
-            "param_groups": groups,
-            "freeze_type": 1,
-            "freeze_p": freeze_p,
-            "total_steps": total_steps,
-        },
+        "grad_freeze": {"freeze_type": 1, "freeze_p": FREEZE_P[name]},
     }
+    return speedup.level_arm(workload, "O1", config, name=name)
 
 
-def _freezing_step(model, optimizer, freeze_p, total_steps, groups, sample):
-    return boostax.auto_boost(
-        "O1",
-        _config(freeze_p, total_steps, groups),
-        optimizer=optimizer,
-        model=model,
-        loss=models.cross_entropy,
-        sample_inputs=sample,
-    )
+class DepthCost(NamedTuple):
+    """One freeze depth's compiled step, against depth 0's."""
+
+    flops: float
+    flops_ratio: float
+    median_step_ms: float
+    step_time_ratio: float
 
 
-def measure_depths(model, optimizer, steps, variables, batch, args) -> dict:
-    """Per-depth FLOPs and step times, compile time, schedule throughput."""
-    plain_step = baseline.make_plain_step(
-        model, optimizer, models.cross_entropy, train=True
-    )
-    plain_state = baseline.init_plain_state(variables, optimizer)
-    plain = plain_step.lower(plain_state, batch).compile()
-    states = {name: ts.init(variables) for name, ts in steps.items()}
+class ScheduleSpeed(NamedTuple):
+    """A freezing schedule's throughput against the plain Optax step."""
+
+    freeze_p: float
+    fraction_full_steps: float
+    estimated_speedup: float
+    measured_speedup: float
+
+
+class FreezingCost(NamedTuple):
+    """`measure_depths`' result.
+
+    Attributes:
+      depths: by depth (as a string, the JSON's key).
+      schedules: by `FREEZE_P` name.
+    """
+
+    compile_seconds_all_depths: float
+    plain_step_ms: float
+    plain_flops: float
+    depths: dict[str, DepthCost]
+    schedules: dict[str, ScheduleSpeed]
+
+
+def measure_depths(plain, arms, workload, args) -> FreezingCost:
+    """Per-depth FLOPs and step times, compile time, schedule throughput
+    (`plain` and each of `arms` from seed 0's initialization)."""
+    batch = _common.first_batch(workload.digits, workload.batch_size)
+    plain_state = plain.init(0)
+    steps = {arm.name: arm.train_step for arm in arms}
+    states = {arm.name: arm.init(0) for arm in arms}
     start = time.perf_counter()
     compiled = steps["default_p0.7"].compile_all(states["default_p0.7"], batch)
     compile_seconds = time.perf_counter() - start
@@ -78,7 +94,9 @@ def measure_depths(model, optimizer, steps, variables, batch, args) -> dict:
         if name != "default_p0.7":
             ts.compile_all(states[name], batch)
     depths = sorted(compiled)
-    runs = {"plain": _common.step_runner(plain, plain_state, batch, args.steps)}
+    runs = {
+        "plain": _common.step_runner(plain.step, plain_state, batch, args.steps)
+    }
     for k in depths:
         runs[f"depth_{k}"] = _common.step_runner(
             compiled[k], states["default_p0.7"], batch, args.steps
@@ -91,137 +109,80 @@ def measure_depths(model, optimizer, steps, variables, batch, args) -> dict:
         runs, repetitions=args.repetitions, steps=args.steps
     )
     median = {name: statistics.median(v) for name, v in samples.items()}
-    flops = {
-        k: boostax.executable_cost(compiled[k])._asdict()["flops"]
-        for k in depths
-    }
-    result = {
-        "compile_seconds_all_depths": compile_seconds,
-        "plain_step_ms": 1e3 * median["plain"],
-        "plain_flops": boostax.executable_cost(plain)._asdict()["flops"],
-        "depths": {
-            str(k): {
-                "flops": flops[k],
-                "flops_ratio": flops[k] / flops[0],
-                "median_step_ms": 1e3 * median[f"depth_{k}"],
-                "step_time_ratio": boostax.paired_ratio(
-                    samples[f"depth_{k}"], samples["depth_0"]
-                ),
-            }
-            for k in depths
-        },
-        "schedules": {},
-    }
+    flops = {k: boostax.executable_cost(compiled[k]).flops for k in depths}
+    schedules = {}
     for name, ts in steps.items():
-        sequence = ts.freezing.sequence[: args.total_steps]
+        sequence = ts.freezing.sequence[: workload.total_steps]
         frequency = np.bincount(sequence, minlength=args.groups) / len(sequence)
         estimated = sum(
             frequency[k] * median[f"depth_{ts.freezing.canonical_depth(k)}"]
             for k in range(args.groups)
         )
-        result["schedules"][name] = {
-            "freeze_p": FREEZE_P[name],
-            "fraction_full_steps": float(frequency[0]),
-            "estimated_speedup": median["plain"] / estimated,
-            "measured_speedup": boostax.paired_ratio(
+        schedules[name] = ScheduleSpeed(
+            freeze_p=FREEZE_P[name],
+            fraction_full_steps=float(frequency[0]),
+            estimated_speedup=median["plain"] / estimated,
+            measured_speedup=boostax.paired_ratio(
                 samples["plain"], samples[f"schedule_{name}"]
             ),
-        }
-    return result
-
-
-def measure_accuracy(model, optimizer, steps, digits, args) -> dict:
-    """Test accuracy after `args.epochs`, reusing the compiled steps."""
-
-    def runners_for(seed):
-        variables = _common.init_variables(
-            model, jax.random.PRNGKey(seed), digits.x_train[:1], train=False
         )
-        plain_step = baseline.make_plain_step(
-            model, optimizer, models.cross_entropy, train=True
-        )
-        plain = _common.runner(
-            "no_freezing",
-            functools.partial(baseline.init_plain_state, variables, optimizer),
-            plain_step,
-            baseline.make_plain_predict(model, train=False),
-        )
-        return [plain] + [
-            _common.runner(
-                name, functools.partial(ts.init, variables), ts, ts.predict
+    return FreezingCost(
+        compile_seconds_all_depths=compile_seconds,
+        plain_step_ms=1e3 * median["plain"],
+        plain_flops=boostax.executable_cost(plain.step).flops,
+        depths={
+            str(k): DepthCost(
+                flops=flops[k],
+                flops_ratio=flops[k] / flops[0],
+                median_step_ms=1e3 * median[f"depth_{k}"],
+                step_time_ratio=boostax.paired_ratio(
+                    samples[f"depth_{k}"], samples["depth_0"]
+                ),
             )
-            for name, ts in steps.items()
-        ]
-
-    return _common.accuracy_over_seeds(
-        runners_for,
-        digits,
-        seeds=args.seeds,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        baseline="no_freezing",
+            for k in depths
+        },
+        schedules=schedules,
     )
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--device", default="auto")
+    parser = _common.argument_parser(
+        __doc__,
+        "grad_freeze.json",
+        **_common.DIGITS_TRAINING_FLAGS,
+        repetitions=21,
+    )
     parser.add_argument("--groups", type=int, default=10)
-    parser.add_argument("--repetitions", type=int, default=21)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "grad_freeze.json")
+    args = _common.parse(
+        parser,
+        argv,
+        **_common.DIGITS_TRAINING_QUICK,
+        repetitions=2,
+        groups=3,
     )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    if args.quick:
-        args.repetitions, args.steps, args.epochs, args.seeds = 2, 2, 1, 1
-        args.groups = 3
-    device = (
-        jax.devices()[0]
-        if args.device == "auto"
-        else jax.devices(args.device)[0]
-    )
+    device = _common.device(args.device)
     with jax.default_device(device):
-        digits = data.load_digits()
-        model = (
-            models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-            if args.quick
-            else models.ResNet()
+        workload = _common.digits_workload(args, param_groups=args.groups)
+        model = workload.model
+        plain = dataclasses.replace(
+            speedup.plain_arm(workload), name="no_freezing"
         )
-        args.total_steps = args.epochs * data.steps_per_epoch(
-            len(digits.x_train), args.batch_size
-        )
-        optimizer = optax.sgd(args.learning_rate, momentum=0.9)
-        variables = _common.init_variables(
-            model, jax.random.PRNGKey(0), digits.x_train[:1], train=False
-        )
-        batch = (
-            jnp.asarray(digits.x_train[: args.batch_size]),
-            jnp.asarray(digits.y_train[: args.batch_size]),
-        )
-        steps = {
-            name: _freezing_step(
-                model, optimizer, p, args.total_steps, args.groups, batch[0][:1]
-            )
-            for name, p in FREEZE_P.items()
+        arms = [
+            _freezing_arm(workload, name)
+            for name in FREEZE_P
             if not args.quick or name == "default_p0.7"
-        }
-        cost = measure_depths(model, optimizer, steps, variables, batch, args)
-        accuracy = measure_accuracy(model, optimizer, steps, digits, args)
-    default = cost["schedules"]["default_p0.7"]
+        ]
+        cost = measure_depths(plain, arms, workload, args)
+        # Test accuracy after the workload's epochs, from the same steps.
+        accuracy = _common.accuracy_over_seeds(
+            [plain, *arms], workload, seeds=args.seeds, baseline="no_freezing"
+        )
+    default = cost.schedules["default_p0.7"]
     result = {
         "benchmark": "grad_freeze",
         "quick": args.quick,
         "device": str(device),
-        "model": f"ResNet{tuple(model.stage_sizes)} widths "
-        f"{tuple(model.widths)}",
+        "model": _common.describe(model),
         "groups": args.groups,
         "batch_size": args.batch_size,
         "epochs": args.epochs,
@@ -230,24 +191,22 @@ def main(argv=None) -> dict:
         "cost": cost,
         "accuracy": accuracy,
         "throughput_target": THROUGHPUT_TARGET,
-        "meets_throughput_target": default["measured_speedup"]
+        "meets_throughput_target": default.measured_speedup
         >= THROUGHPUT_TARGET,
-        "meets_accuracy_target": accuracy["default_p0.7"][
-            "mean_difference_points"
-        ]
+        "meets_accuracy_target": accuracy["default_p0.7"].mean_difference_points
         >= -ACCURACY_TOLERANCE_POINTS,
     }
     print(
-        f"compile, all depths: {cost['compile_seconds_all_depths']:.1f} s; "
+        f"compile, all depths: {cost.compile_seconds_all_depths:.1f} s; "
         "FLOPs by depth: "
-        + " ".join(f"{d['flops_ratio']:.3f}" for d in cost["depths"].values())
+        + " ".join(f"{d.flops_ratio:.3f}" for d in cost.depths.values())
     )
-    for name, s in cost["schedules"].items():
+    for name, speed in cost.schedules.items():
         a = accuracy[name]
         print(
-            f"{name}: speed-up measured x{s['measured_speedup']:.3f} "
-            f"(estimated x{s['estimated_speedup']:.3f}); test accuracy "
-            f"{a['mean']:.4f} ({a['mean_difference_points']:+.2f} points)"
+            f"{name}: speed-up measured x{speed.measured_speedup:.3f} "
+            f"(estimated x{speed.estimated_speedup:.3f}); test accuracy "
+            f"{a.mean:.4f} ({a.mean_difference_points:+.2f} points)"
         )
     _common.write_result(args.out, result)
     return result

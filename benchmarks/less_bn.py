@@ -21,21 +21,17 @@ centralization, MindSpore's defaults) and with BatchNorm removal alone:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import functools
-import os
 import statistics
 from collections.abc import Callable
 from typing import Any
 
 import _common
 import jax
-import jax.numpy as jnp
 import optax
 
 import boostax
-from boostax.examples import baseline, compilation_cache, data, models
+from boostax.examples import baseline, models, speedup
 
 STEP_TIME_TARGET = 0.90  # on a GPU
 ACCURACY_TOLERANCE = 0.005
@@ -61,6 +57,15 @@ class Variant:
     step: Callable[[Any, Any], Any]
     init: Callable[[Any], Any]
     predict: Callable[[Any, Any], Any]
+
+    def arm(self, workload) -> speedup.Arm:
+        """This variant as a `speedup.Arm` of the workload (its seeds)."""
+        return speedup.Arm(
+            self.name,
+            lambda seed: self.init(workload.variables(seed)),
+            self.step,
+            self.predict,
+        )
 
 
 def build_variants(model, optimizer, batch, variables) -> list[Variant]:
@@ -94,7 +99,35 @@ def build_variants(model, optimizer, batch, variables) -> list[Variant]:
     ]
 
 
-def measure_cost_and_time(variants, variables, batch, args) -> dict:
+@dataclasses.dataclass(frozen=True)
+class VariantCost:
+    """One variant's compiled step: its median time and cost, and, beside
+    the full model's, their ratios to the full model's."""
+
+    median_step_ms: float
+    cost: boostax.ExecutableCost
+    flops_ratio: float | None = None
+    bytes_accessed_ratio: float | None = None
+    step_time_ratio: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON's entry: the cost's fields inline, no ratios for the
+        full model."""
+        ratios = {
+            "flops_ratio": self.flops_ratio,
+            "bytes_accessed_ratio": self.bytes_accessed_ratio,
+            "step_time_ratio": self.step_time_ratio,
+        }
+        return {
+            "median_step_ms": self.median_step_ms,
+            **self.cost._asdict(),
+            **{k: v for k, v in ratios.items() if v is not None},
+        }
+
+
+def measure_cost_and_time(
+    variants, variables, batch, args
+) -> dict[str, VariantCost]:
     samples = boostax.interleaved_timings(
         {
             v.name: _common.step_runner(
@@ -105,114 +138,72 @@ def measure_cost_and_time(variants, variables, batch, args) -> dict:
         repetitions=args.repetitions,
         steps=args.steps,
     )
-    stats = {
-        v.name: boostax.executable_cost(v.step)._asdict() for v in variants
-    }
-    result = {}
-    for name, stat in stats.items():
-        result[name] = {
-            "median_step_ms": 1e3 * statistics.median(samples[name]),
-            **stat,
-        }
+    costs = {v.name: boostax.executable_cost(v.step) for v in variants}
+    full = costs["full"]
+    result = {"full": VariantCost(_median_ms(samples["full"]), full)}
+    for name, cost in costs.items():
         if name != "full":
-            result[name]["flops_ratio"] = stat["flops"] / stats["full"]["flops"]
-            result[name]["bytes_accessed_ratio"] = (
-                stat["bytes_accessed"] / stats["full"]["bytes_accessed"]
-            )
-            result[name]["step_time_ratio"] = boostax.paired_ratio(
-                samples[name], samples["full"]
+            result[name] = VariantCost(
+                _median_ms(samples[name]),
+                cost,
+                flops_ratio=cost.flops / full.flops,
+                bytes_accessed_ratio=cost.bytes_accessed / full.bytes_accessed,
+                step_time_ratio=boostax.paired_ratio(
+                    samples[name], samples["full"]
+                ),
             )
     return result
 
 
-def measure_accuracy(variants, model, digits, args) -> dict:
-    def runners_for(seed):
-        variables = _common.init_variables(
-            model, jax.random.PRNGKey(seed), digits.x_train[:1], train=False
-        )
-        return [
-            _common.runner(
-                v.name, functools.partial(v.init, variables), v.step, v.predict
-            )
-            for v in variants
-        ]
-
-    return _common.accuracy_over_seeds(
-        runners_for,
-        digits,
-        seeds=args.seeds,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        baseline="full",
-    )
+def _median_ms(seconds) -> float:
+    return 1e3 * statistics.median(seconds)
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--device", default="auto", help="cpu, gpu, tpu or auto (default)"
+    parser = _common.argument_parser(
+        __doc__,
+        "less_bn.json",
+        **_common.DIGITS_TRAINING_FLAGS,
+        repetitions=31,
     )
-    parser.add_argument("--repetitions", type=int, default=31)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument(
         "--schedule",
         choices=("constant", "cosine"),
         default="constant",
         help="learning rate: constant, or cosine decay to 0 over the run",
     )
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "less_bn.json")
+    args = _common.parse(
+        parser, argv, **_common.DIGITS_TRAINING_QUICK, repetitions=3
     )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    if args.quick:
-        args.repetitions, args.steps, args.epochs, args.seeds = 3, 2, 1, 1
-    device = (
-        jax.devices()[0]
-        if args.device == "auto"
-        else jax.devices(args.device)[0]
-    )
+    device = _common.device(args.device)
     with jax.default_device(device):
-        model = (
-            models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-            if args.quick
-            else models.ResNet()
-        )
-        digits = data.load_digits()
-        steps = args.epochs * data.steps_per_epoch(
-            len(digits.x_train), args.batch_size
-        )
+        workload = _common.digits_workload(args)
+        model, digits = workload.model, workload.digits
         learning_rate = (
-            optax.cosine_decay_schedule(args.learning_rate, steps)
+            optax.cosine_decay_schedule(
+                args.learning_rate, workload.total_steps
+            )
             if args.schedule == "cosine"
             else args.learning_rate
         )
         optimizer = optax.sgd(learning_rate, momentum=0.9)
         report = boostax.less_bn_report(model, digits.x_train[:1], fn_flag=True)
         print(report)
-        batch = (
-            jnp.asarray(digits.x_train[: args.batch_size]),
-            jnp.asarray(digits.y_train[: args.batch_size]),
-        )
-        variables = _common.init_variables(
-            model, jax.random.PRNGKey(0), digits.x_train[:1], train=False
-        )
+        batch, variables = _common.timing_inputs(workload)
         variants = build_variants(model, optimizer, batch, variables)
         cost = measure_cost_and_time(variants, variables, batch, args)
-        accuracy = measure_accuracy(variants, model, digits, args)
+        accuracy = _common.accuracy_over_seeds(
+            [variant.arm(workload) for variant in variants],
+            workload,
+            seeds=args.seeds,
+            baseline="full",
+        )
     headline = cost["less_bn"]
     result = {
         "benchmark": "less_bn",
         "quick": args.quick,
         "device": str(device),
-        "model": f"ResNet{tuple(model.stage_sizes)} widths "
-        f"{tuple(model.widths)}",
+        "model": _common.describe(model),
         "batch_size": args.batch_size,
         "epochs": args.epochs,
         "seeds": args.seeds,
@@ -220,22 +211,21 @@ def main(argv=None) -> dict:
         "momentum=0.9)",
         "batch_norms_removed": [r.path for r in report.removed],
         "batch_norms_kept": list(report.kept),
-        "cost_and_time": cost,
+        "cost_and_time": {name: c.as_dict() for name, c in cost.items()},
         "accuracy": accuracy,
         "step_time_target": STEP_TIME_TARGET,
-        "meets_step_time_target": headline["step_time_ratio"]
-        <= STEP_TIME_TARGET,
-        "meets_accuracy_target": accuracy["less_bn"]["mean_difference_points"]
+        "meets_step_time_target": headline.step_time_ratio <= STEP_TIME_TARGET,
+        "meets_accuracy_target": accuracy["less_bn"].mean_difference_points
         >= -100 * ACCURACY_TOLERANCE,
     }
     for name in VARIANTS:
         c, a = cost[name], accuracy[name]
         print(
-            f"{name}: FLOPs x{c['flops_ratio']:.3f}, bytes accessed "
-            f"x{c['bytes_accessed_ratio']:.3f}, step time "
-            f"x{c['step_time_ratio']:.3f}; test accuracy "
-            f"{a['mean']:.4f} vs {accuracy['full']['mean']:.4f} "
-            f"({a['mean_difference_points']:+.2f} points)"
+            f"{name}: FLOPs x{c.flops_ratio:.3f}, bytes accessed "
+            f"x{c.bytes_accessed_ratio:.3f}, step time "
+            f"x{c.step_time_ratio:.3f}; test accuracy "
+            f"{a.mean:.4f} vs {accuracy['full'].mean:.4f} "
+            f"({a.mean_difference_points:+.2f} points)"
         )
     _common.write_result(args.out, result)
     return result

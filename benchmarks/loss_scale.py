@@ -12,49 +12,25 @@ example ResNet's two groups, `ResNet.loss_scale_groups`), all through
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 
 import _common
-import jax
-import jax.numpy as jnp
-import optax
 
 import boostax
 from boostax import mindspore as boost
-from boostax.examples import compilation_cache, data, models
+from boostax.examples import models
 
 TARGET = 1.05
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repetitions", type=int, default=31)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "loss_scale.json")
+    parser = _common.argument_parser(
+        __doc__, "loss_scale.json", **_common.STEP_FLAGS, repetitions=31
     )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    if args.quick:
-        args.repetitions, args.steps = 2, 2
-    model = (
-        models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-        if args.quick
-        else models.ResNet()
-    )
-    digits = data.load_digits()
-    batch = (
-        jnp.asarray(digits.x_train[: args.batch_size]),
-        jnp.asarray(digits.y_train[: args.batch_size]),
-    )
-    variables = _common.init_variables(
-        model, jax.random.PRNGKey(0), batch[0], train=False
-    )
+    args = _common.parse(parser, argv, **_common.STEP_QUICK, repetitions=2)
+    workload = _common.digits_workload(args)
+    model = workload.model
+    batch, variables = _common.timing_inputs(workload)
     groups = model.loss_scale_groups(variables["params"])
     variants = {
         "none": ("O0", None, None),
@@ -70,7 +46,7 @@ def main(argv=None) -> dict:
         ts = boostax.auto_boost(
             level,
             config,
-            optimizer=optax.sgd(0.05, momentum=0.9),
+            optimizer=workload.optimizer(),
             model=model,
             loss=models.cross_entropy,
             loss_scale=loss_scale,
@@ -85,8 +61,7 @@ def main(argv=None) -> dict:
     result = {
         "benchmark": "loss_scale",
         "quick": args.quick,
-        "model": f"ResNet{tuple(model.stage_sizes)} widths "
-        f"{tuple(model.widths)}",
+        "model": _common.describe(model),
         "batch_size": args.batch_size,
         "median_step_ms": {
             n: 1e3 * statistics.median(v) for n, v in samples.items()

@@ -35,8 +35,6 @@ network.
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
 import time
 import warnings
@@ -48,7 +46,7 @@ import optax
 
 import boostax
 from boostax._src import cost as cost_lib
-from boostax.examples import compilation_cache, models
+from boostax.examples import models, speedup
 
 # Before any backend use: 16 host CPU devices, whatever XLA_FLAGS says.
 NUM_DEVICES = 16
@@ -63,30 +61,28 @@ QUICK_MESHES = ((2, 4),)
 # Models.
 
 
+# The example models: (workload, quick) of `boostax.examples.speedup`.
+_WORKLOADS = {
+    "resnet_small": ("digits", True),  # the demo's quick ResNet, 8x8x1
+    "bottleneck": ("digits32", False),  # the speed benchmark's, 32x32x3
+}
+
+
 def _model(name: str):
-    """``(model, input shape of one example, O2's freezing groups)``, as in
-    `boostax.examples.speedup`'s workloads (the small ResNet has 7 parameter
-    chunks: 10 groups would freeze nothing)."""
-    if name == "resnet_small":  # the demo's quick ResNet, digits 8x8x1
-        return (
-            models.ResNet(stage_sizes=(1, 1), widths=(16, 32)),
-            (8, 8, 1),
-            3,
-        )
-    if name == "bottleneck":  # the speed benchmark's, digits at 32x32x3
-        return (
-            models.BottleneckResNet(stage_sizes=(2, 2, 2), widths=(8, 16, 32)),
-            (32, 32, 3),
-            10,
-        )
-    raise ValueError(name)
+    """``(model, input shape of one example, O2's freezing groups)`` of the
+    workload (the small ResNet has 7 parameter chunks: 10 groups would
+    freeze nothing)."""
+    workload_name, quick = _WORKLOADS[name]
+    workload = speedup.WORKLOADS[workload_name](quick=quick)
+    return (
+        workload.model,
+        workload.digits.x_train.shape[1:],
+        workload.param_groups,
+    )
 
 
 def _describe(model, shape) -> str:
-    return (
-        f"{type(model).__name__}{tuple(model.stage_sizes)} widths "
-        f"{tuple(model.widths)} on {'x'.join(map(str, shape))}"
-    )
+    return f"{_common.describe(model)} on {'x'.join(map(str, shape))}"
 
 
 def _variables(model, shape):
@@ -271,8 +267,9 @@ def print_table(rows: list[dict]) -> None:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = _common.argument_parser(
+        __doc__, "scaling.json", learning_rate=0.05
+    )
     parser.add_argument(
         "--models", default="resnet_small,bottleneck", help="example models"
     )
@@ -287,16 +284,12 @@ def main(argv=None) -> dict:
         default=64,
         help="global batch (shapes only; the bytes do not depend on it)",
     )
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "scaling.json")
+    args = _common.parse(
+        parser,
+        argv,
+        models="resnet_small",
+        meshes=",".join(f"{n}x{d}" for n, d in QUICK_MESHES),
     )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    if args.quick:
-        args.models = "resnet_small"
-        args.meshes = ",".join(f"{n}x{d}" for n, d in QUICK_MESHES)
     meshes = [tuple(map(int, m.split("x"))) for m in args.meshes.split(",")]
     cpus = len(jax.devices("cpu"))
     for nodes, per_node in meshes:

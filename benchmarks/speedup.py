@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import _common
 import jax
@@ -60,6 +60,7 @@ import boostax
 from boostax.examples import compilation_cache, speedup
 
 SEEDS = 5
+BUDGET_SEEDS = 3  # per budget (--full-budget-seeds at the full one)
 # Targets of the issue, checked (not asserted) at the end.
 O0_STEP_COST_MAX = 1.02
 O0_SPEEDUP_RANGE = (0.95, 1.05)
@@ -69,16 +70,122 @@ O1_SPEEDUP_MIN = 1.2
 WARM_COMPILE_MAX = 0.2
 
 
-def _spread(values) -> dict[str, Any]:
+class Spread(NamedTuple):
+    """A per-seed value over the seeds: median, min and max of the seeds
+    that have one (``None`` where a seed has none, e.g. the target not
+    reached), and every seed's value."""
+
+    median: float | None
+    min: float | None
+    max: float | None
+    values: list
+
+
+def _spread(values) -> Spread:
     present = [v for v in values if v is not None]
     if not present:
-        return {"median": None, "min": None, "max": None, "values": values}
-    return {
-        "median": statistics.median(present),
-        "min": min(present),
-        "max": max(present),
-        "values": values,
-    }
+        return Spread(None, None, None, values)
+    return Spread(
+        statistics.median(present), min(present), max(present), values
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmSummary:
+    """One arm of `measure_workload` over the seeds.
+
+    Attributes:
+      row: its row of `speedup.format_table`.
+      step_cost: `speedup.step_costs`'s entry, without the samples.
+      step_time_samples: the interleaved step-time samples.
+      same_evaluations_as_plain: per seed, whether its accuracy curve is
+        plain Optax's (O0 should be bit for bit).
+      the others: per-seed values (`Spread`).
+    """
+
+    row: dict[str, Any]
+    steps_to_target: Spread
+    steps_ratio: Spread
+    speedup: Spread
+    speedup_with_compile: Spread
+    projected_speedup: Spread
+    break_even_steps: Spread
+    step_cost: dict[str, Any]
+    step_time_samples: list
+    same_evaluations_as_plain: list[bool]
+    final_accuracy: Spread
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileComparison:
+    """O1's compilation in fresh processes (`measure_compilation`): each
+    probe is `probe_compile`'s answer (``serial_cold``: ``None`` under
+    ``--quick``)."""
+
+    serial_cold: dict[str, Any] | None
+    background_cold: dict[str, Any]
+    background_warm_cache: dict[str, Any]
+    background_wait_over_serial: float | None
+    warm_wait_over_cold_wait: float
+    cpu_count: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadResult:
+    """One workload's steps to target, step costs and speed-ups.
+
+    Attributes:
+      summary: per arm, in the order trained.
+      cost_reports: per arm, `boostax.CostReport.as_dict`.
+      runs: per arm, each seed's run (`_run_record`).
+      compilation: ``None`` when not measured (left out of the JSON).
+    """
+
+    description: str
+    target: float
+    eval_every_steps: int
+    steps_per_epoch: int
+    budget_epochs: int
+    seeds: list[int]
+    summary: dict[str, ArmSummary]
+    cost_reports: dict[str, dict[str, Any]]
+    runs: dict[str, list[dict[str, Any]]]
+    compilation: CompileComparison | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = _common.jsonable(self)
+        if self.compilation is None:
+            del out["compilation"]
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetWorkloadResult:
+    """One workload under the budget protocol (`measure_budget_workload`).
+
+    Attributes:
+      plot: the PNG's path, relative to ``benchmarks/``.
+      summary: `boostax.examples.budgets.measure`'s summary.
+      runs: per arm, each run as a dict (`budgets.runs_from_json` reads
+        them back).
+      compilation: `budget_compilation`'s cold probes and break-evens;
+        ``None`` when not measured (left out of the JSON).
+    """
+
+    description: str
+    full_budget_epochs: int
+    fractions: list[float]
+    plot: str
+    plain_runs_reused_from: str | None
+    summary: dict[str, Any]
+    runs: dict[str, list[dict[str, Any]]]
+    compilation: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = _common.jsonable(self)
+        if self.compilation is None:
+            del out["compilation"]
+        return out
 
 
 def _less_bn_row(name: str, **less_bn):
@@ -130,7 +237,9 @@ def _arms(workload, levels, rows, mesh):
     return arms
 
 
-def measure_workload(workload, levels, rows, seeds, args, mesh) -> dict:
+def measure_workload(
+    workload, levels, rows, seeds, args, mesh
+) -> WorkloadResult:
     """Steps to target, step costs, cost reports and speed-ups of one
     workload: plain Optax, the `levels` and the `rows` (see `_arms`)."""
     print(
@@ -180,34 +289,36 @@ def measure_workload(workload, levels, rows, seeds, args, mesh) -> dict:
         )
         for arm in arms
     }
-    rows = {name: s["row"] for name, s in summary.items()}
+    rows = {name: s.row for name, s in summary.items()}
     print(speedup.format_table(rows, workload.target))
-    return {
-        "description": workload.description,
-        "target": workload.target,
-        "eval_every_steps": workload.eval_every,
-        "steps_per_epoch": workload.steps_per_epoch,
-        "budget_epochs": workload.epochs,
-        "seeds": list(seeds),
-        "summary": summary,
-        "cost_reports": {n: r.as_dict() for n, r in reports.items()},
-        "runs": {
-            name: [
-                {
-                    "steps_to_target": r.steps_to_target,
-                    "steps": r.steps,
-                    "final_accuracy": r.final_accuracy,
-                    "compile_wait": r.compile_wait,
-                    "evaluations": r.evaluations,
-                }
-                for r in arm_runs
-            ]
+    return WorkloadResult(
+        description=workload.description,
+        target=workload.target,
+        eval_every_steps=workload.eval_every,
+        steps_per_epoch=workload.steps_per_epoch,
+        budget_epochs=workload.epochs,
+        seeds=list(seeds),
+        summary=summary,
+        cost_reports={n: r.as_dict() for n, r in reports.items()},
+        runs={
+            name: [_run_record(r) for r in arm_runs]
             for name, arm_runs in runs.items()
         },
+    )
+
+
+def _run_record(run: speedup.Run) -> dict[str, Any]:
+    """What the JSON keeps of a run (not its final state)."""
+    return {
+        "steps_to_target": run.steps_to_target,
+        "steps": run.steps,
+        "final_accuracy": run.final_accuracy,
+        "compile_wait": run.compile_wait,
+        "evaluations": run.evaluations,
     }
 
 
-def _summarize(arm, runs, costs, report, plain_compile) -> dict:
+def _summarize(arm, runs, costs, report, plain_compile) -> ArmSummary:
     """Per-seed decompositions, their medians over the seeds, the table row.
 
     The compile wait is the first seed's (later seeds reuse the executables).
@@ -231,11 +342,11 @@ def _summarize(arm, runs, costs, report, plain_compile) -> dict:
         )
     ]
 
-    def spread(key):
+    def spread(key) -> Spread:
         return _spread([r[key] for r in per_seed])
 
     steps = _spread([r.steps_to_target for r in runs[arm.name]])
-    steps_ratio = spread("steps_ratio")["median"]
+    steps_ratio = spread("steps_ratio").median
     projected = None
     if report is None:
         projected = [1.0 for _ in per_seed]
@@ -247,7 +358,7 @@ def _summarize(arm, runs, costs, report, plain_compile) -> dict:
             for r in per_seed
         ]
     row = {
-        "steps": (steps["median"], steps["min"], steps["max"]),
+        "steps": (steps.median, steps.min, steps.max),
         "final_accuracy": statistics.median(
             r.final_accuracy for r in runs[arm.name]
         ),
@@ -269,9 +380,9 @@ def _summarize(arm, runs, costs, report, plain_compile) -> dict:
             plain_compile,
             compile_wait,
         )["break_even_steps"],
-        "speedup": spread("speedup")["median"],
-        "speedup_with_compile": spread("speedup_with_compile")["median"],
-        "projected_speedup": _spread(projected)["median"],
+        "speedup": spread("speedup").median,
+        "speedup_with_compile": spread("speedup_with_compile").median,
+        "projected_speedup": _spread(projected).median,
     }
     if arm.data_parallel:
         row["note"] = (
@@ -279,22 +390,22 @@ def _summarize(arm, runs, costs, report, plain_compile) -> dict:
             f"{report.weighted['collective_bytes'] / 1e6:.2f} MB sent per "
             "device and step"
         )
-    return {
-        "row": row,
-        "steps_to_target": steps,
-        "steps_ratio": spread("steps_ratio"),
-        "speedup": spread("speedup"),
-        "speedup_with_compile": spread("speedup_with_compile"),
-        "projected_speedup": _spread(projected),
-        "break_even_steps": spread("break_even_steps"),
-        "step_cost": {k: v for k, v in cost.items() if k != "samples"},
-        "step_time_samples": cost["samples"],
-        "same_evaluations_as_plain": [
+    return ArmSummary(
+        row=row,
+        steps_to_target=steps,
+        steps_ratio=spread("steps_ratio"),
+        speedup=spread("speedup"),
+        speedup_with_compile=spread("speedup_with_compile"),
+        projected_speedup=_spread(projected),
+        break_even_steps=spread("break_even_steps"),
+        step_cost={k: v for k, v in cost.items() if k != "samples"},
+        step_time_samples=cost["samples"],
+        same_evaluations_as_plain=[
             r.evaluations == p.evaluations
             for r, p in zip(runs[arm.name], runs[speedup.PLAIN], strict=True)
         ],
-        "final_accuracy": _spread([r.final_accuracy for r in runs[arm.name]]),
-    }
+        final_accuracy=_spread([r.final_accuracy for r in runs[arm.name]]),
+    )
 
 
 # --------------------------------------------------------------------------
@@ -336,7 +447,7 @@ BUDGET_ABLATION_ROWS = (
 )
 
 
-def measure_budget_workload(workload, rows, args) -> dict:
+def measure_budget_workload(workload, rows, args) -> BudgetWorkloadResult:
     """The budget protocol on one workload (see `boostax.examples.budgets`)."""
     from boostax.examples import budgets
 
@@ -373,18 +484,18 @@ def measure_budget_workload(workload, rows, args) -> dict:
     print(budgets.format_summary(summary))
     plot_path = os.path.splitext(args.out)[0] + f"_{workload.name}.png"
     _plot_budgets(summary, plot_path, workload.name, args.full_budget_seeds)
-    return {
-        "description": workload.description,
-        "full_budget_epochs": workload.epochs,
-        "fractions": list(fractions),
-        "plot": os.path.relpath(plot_path, os.path.dirname(__file__)),
-        "plain_runs_reused_from": args.reuse_plain,
-        "summary": summary,
-        "runs": {
+    return BudgetWorkloadResult(
+        description=workload.description,
+        full_budget_epochs=workload.epochs,
+        fractions=list(fractions),
+        plot=os.path.relpath(plot_path, os.path.dirname(__file__)),
+        plain_runs_reused_from=args.reuse_plain,
+        summary=summary,
+        runs={
             name: [dataclasses.asdict(r) for r in arm_runs]
             for name, arm_runs in runs.items()
         },
-    }
+    )
 
 
 def _plot_budgets(summary, path, workload, full_budget_seeds):
@@ -424,7 +535,9 @@ def resummarize(path: str, argv) -> dict:
         _plot_budgets(summary, plot, name, full_seeds)
         if "compilation" in workload:
             with_break_even(workload["compilation"], summary, name)
-    result["targets"] = budget_verdicts(result["workloads"])
+    result["targets"] = budget_verdicts(
+        {name: w["summary"] for name, w in result["workloads"].items()}
+    )
     for check, met in result["targets"].items():
         print(f"target {check}: {'met' if met else 'MISSED'}")
     result["resummarized_with"] = " ".join(["python", *argv])
@@ -565,7 +678,7 @@ def _probe(
     return json.loads(out.strip().splitlines()[-1])
 
 
-def measure_compilation(workload: str, quick: bool) -> dict:
+def measure_compilation(workload: str, quick: bool) -> CompileComparison:
     """Serial vs background (cold caches), and a second process reading
     the persistent cache the background run filled."""
     with tempfile.TemporaryDirectory() as cache:
@@ -573,16 +686,16 @@ def measure_compilation(workload: str, quick: bool) -> dict:
         serial = None if quick else _probe(workload, "serial", None, quick)
         cold = _probe(workload, "background", cache, quick)
         warm = _probe(workload, "background", cache, quick)
-    result = {
-        "serial_cold": serial,
-        "background_cold": cold,
-        "background_warm_cache": warm,
-        "background_wait_over_serial": None
+    result = CompileComparison(
+        serial_cold=serial,
+        background_cold=cold,
+        background_warm_cache=warm,
+        background_wait_over_serial=None
         if serial is None
         else cold["wait_seconds"] / serial["seconds"],
-        "warm_wait_over_cold_wait": warm["wait_seconds"] / cold["wait_seconds"],
-        "cpu_count": os.cpu_count(),
-    }
+        warm_wait_over_cold_wait=warm["wait_seconds"] / cold["wait_seconds"],
+        cpu_count=os.cpu_count(),
+    )
     serial_text = "-" if serial is None else f"{serial['seconds']:.1f} s"
     print(
         f"compile O1 ({workload}, {cold['executables']} executables, "
@@ -590,7 +703,7 @@ def measure_compilation(workload: str, quick: bool) -> dict:
         f"background: training waited {cold['wait_seconds']:.1f} s "
         f"(all ready at {cold['all_ready_seconds'] or float('nan'):.1f} s); "
         f"second process, warm cache: waited {warm['wait_seconds']:.1f} s "
-        f"({result['warm_wait_over_cold_wait']:.2f}x)",
+        f"({result.warm_wait_over_cold_wait:.2f}x)",
         flush=True,
     )
     return result
@@ -599,23 +712,23 @@ def measure_compilation(workload: str, quick: bool) -> dict:
 # --------------------------------------------------------------------------
 
 
-def verdicts(workloads: dict) -> dict:
+def verdicts(workloads: dict[str, WorkloadResult]) -> dict[str, bool]:
+    """The issue's targets for the levels, met or not, per workload."""
     out = {}
     for name, result in workloads.items():
-        summary = result["summary"]
-        o0 = summary.get("O0")
+        o0 = result.summary.get("O0")
         if o0:
-            speedups = [v for v in o0["speedup"]["values"] if v is not None]
+            speedups = [v for v in o0.speedup.values if v is not None]
             out[f"{name}: O0 step cost <= {O0_STEP_COST_MAX}"] = (
-                o0["step_cost"]["ratio"] <= O0_STEP_COST_MAX
+                o0.step_cost["ratio"] <= O0_STEP_COST_MAX
             )
             low, high = O0_SPEEDUP_RANGE
             out[f"{name}: O0 speed-up in [{low}, {high}] for every seed"] = (
                 bool(speedups) and all(low <= v <= high for v in speedups)
             )
-        o1 = summary.get("O1")
+        o1 = result.summary.get("O1")
         if o1 and name == "digits32":
-            row = o1["row"]
+            row = o1.row
             out[f"{name}: O1 step cost <= {O1_STEP_COST_MAX}"] = (
                 row["step_cost_ratio"] <= O1_STEP_COST_MAX
             )
@@ -626,11 +739,10 @@ def verdicts(workloads: dict) -> dict:
             out[f"{name}: O1 speed-up >= {O1_SPEEDUP_MIN}"] = (
                 row["speedup"] is not None and row["speedup"] >= O1_SPEEDUP_MIN
             )
-        compilation = result.get("compilation")
-        if compilation:
+        if result.compilation:
             out[
                 f"{name}: warm-cache compile wait <= {WARM_COMPILE_MAX}x cold"
-            ] = compilation["warm_wait_over_cold_wait"] <= WARM_COMPILE_MAX
+            ] = result.compilation.warm_wait_over_cold_wait <= WARM_COMPILE_MAX
     return out
 
 
@@ -641,10 +753,12 @@ PROGRESSIVE_SPEEDUP_MIN = 1.2
 PROGRESSIVE_ACCURACY_COST_MAX = 0.005
 
 
-def budget_verdicts(workloads: dict) -> dict:
+def budget_verdicts(summaries: dict[str, dict]) -> dict[str, bool]:
+    """The budget protocol's targets, met or not, per workload (`summaries`:
+    each workload's `budgets.measure` summary, fresh or read back)."""
     out = {}
-    for name, result in workloads.items():
-        arms = result["summary"]["arms"]
+    for name, summary in summaries.items():
+        arms = summary["arms"]
         recipe = arms.get("recipe")
         if recipe:
             median = recipe["speedup_within_tolerance_median"]
@@ -670,15 +784,22 @@ def budget_verdicts(workloads: dict) -> dict:
     return out
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seeds", type=int, default=SEEDS)
+def _parser() -> argparse.ArgumentParser:
+    parser = _common.argument_parser(
+        __doc__, None, repetitions=30, steps=5, device="auto"
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        help=f"training runs, one per seed (default: {SEEDS}; "
+        f"{BUDGET_SEEDS} with --budgets)",
+    )
     parser.add_argument(
         "--workloads",
         nargs="+",
-        default=list(speedup.WORKLOADS),
         choices=list(speedup.WORKLOADS),
+        help="default: every workload; digits32 with --budgets, digits "
+        "with --quick",
     )
     parser.add_argument(
         "--o2-workloads",
@@ -693,16 +814,11 @@ def main(argv=None) -> dict:
         help="skip the rows of each level's algorithms alone (manual mode)",
     )
     parser.add_argument("--devices", type=int, default=8)
-    parser.add_argument("--repetitions", type=int, default=30)
-    parser.add_argument("--steps", type=int, default=5)
     parser.add_argument(
         "--accelerator",
         default=boostax.ACCELERATORS["NVIDIA H200"].name,
         choices=sorted(boostax.ACCELERATORS),
         help="the accelerator of the roofline projection",
-    )
-    parser.add_argument(
-        "--device", default="auto", help="cpu, gpu, tpu or auto (default)"
     )
     parser.add_argument(
         "--less-bn-ablation",
@@ -772,16 +888,22 @@ def main(argv=None) -> dict:
         choices=("O1", "recipe"),
         help=argparse.SUPPRESS,
     )
-    parser.add_argument("--out")
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    given = sys.argv if argv is None else argv
-    if args.budget_ablation:
-        args.budgets = True
-    if args.budgets and "--seeds" not in given:
-        args.seeds = 3
-    if args.budgets and "--workloads" not in given:
-        args.workloads = ["digits32"]
+    return parser
+
+
+def _resolve(args: argparse.Namespace) -> argparse.Namespace:
+    """The defaults that depend on other flags, and --quick's sizes."""
+    args.budgets = args.budgets or args.budget_ablation
+    if args.seeds is None:
+        args.seeds = BUDGET_SEEDS if args.budgets else SEEDS
+    if args.workloads is None:
+        args.workloads = (
+            ["digits"]
+            if args.quick
+            else ["digits32"]
+            if args.budgets
+            else list(speedup.WORKLOADS)
+        )
     if args.out is None:
         stem = "speedup"
         if args.less_bn_ablation:
@@ -793,10 +915,18 @@ def main(argv=None) -> dict:
         if args.budget_ablation:
             stem += "_ablation"
         args.out = os.path.join(_common.RESULTS_DIR, f"{stem}.json")
+    if args.quick:  # a smoke test: the small example ResNet only
+        args.seeds, args.repetitions, args.steps = 1, 3, 2
+        args.devices, args.algorithms, args.o2_workloads = 2, False, []
+        args.full_budget_seeds, args.budget_fractions = 1, [0.5, 1.0]
+    return args
+
+
+def main(argv=None) -> dict:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _resolve(_parser().parse_args(argv))
     if args.resummarize:
-        return resummarize(
-            args.resummarize, given[1:] if argv is None else argv
-        )
+        return resummarize(args.resummarize, argv)
     cache = compilation_cache.from_arguments(args)
     if args.probe_compile:
         print(
@@ -810,18 +940,12 @@ def main(argv=None) -> dict:
             )
         )
         return {}
-    if args.quick:  # a smoke test: the small example ResNet only
-        args.seeds, args.repetitions, args.steps = 1, 3, 2
-        args.devices, args.algorithms, args.o2_workloads = 2, False, []
-        args.full_budget_seeds, args.budget_fractions = 1, [0.5, 1.0]
-        if "--workloads" not in given:
-            args.workloads = ["digits"]
     mesh = speedup.data_parallel_mesh(args.devices, 64)
     if args.device != "auto":
-        jax.config.update("jax_default_device", jax.devices(args.device)[0])
+        jax.config.update("jax_default_device", _common.device(args.device))
     load_start = os.getloadavg()
     start = time.perf_counter()
-    results = {}
+    results: dict[str, WorkloadResult | BudgetWorkloadResult] = {}
     for name in args.workloads:
         workload = speedup.WORKLOADS[name](quick=args.quick)
         if args.quick:  # one epoch of a small model: a reachable target
@@ -831,11 +955,15 @@ def main(argv=None) -> dict:
                 workload, epochs=workload.plateau_epochs
             )
             rows = BUDGET_ABLATION_ROWS if args.budget_ablation else BUDGET_ROWS
-            results[name] = measure_budget_workload(workload, rows, args)
+            result = measure_budget_workload(workload, rows, args)
             if not (args.skip_compilation or args.budget_ablation):
-                results[name]["compilation"] = budget_compilation(
-                    name, args.quick, results[name]["summary"]
+                result = dataclasses.replace(
+                    result,
+                    compilation=budget_compilation(
+                        name, args.quick, result.summary
+                    ),
                 )
+            results[name] = result
             continue
         if args.less_bn_ablation:
             levels, rows = [], LESS_BN_ABLATION
@@ -849,19 +977,27 @@ def main(argv=None) -> dict:
                 for row in speedup.ALGORITHM_ROWS
                 if args.algorithms and row[1] in levels
             ]
-        results[name] = measure_workload(
+        result = measure_workload(
             workload, levels, rows, range(args.seeds), args, mesh
         )
         if not (
             args.skip_compilation or args.less_bn_ablation or args.recipe_steps
         ):
-            results[name]["compilation"] = measure_compilation(name, args.quick)
-    checks = budget_verdicts(results) if args.budgets else verdicts(results)
+            result = dataclasses.replace(
+                result, compilation=measure_compilation(name, args.quick)
+            )
+        results[name] = result
+    checks = (
+        budget_verdicts({n: r.summary for n, r in results.items()})
+        if args.budgets
+        else verdicts(results)
+    )
     for check, met in checks.items():
         print(f"target {check}: {'met' if met else 'MISSED'}")
     accelerator = boostax.ACCELERATORS[args.accelerator]
     if not args.budgets:
         print(speedup.legend(accelerator.name))
+    workloads = {name: r.as_dict() for name, r in results.items()}
     _common.write_result(
         args.out,
         {
@@ -881,10 +1017,10 @@ def main(argv=None) -> dict:
             },
             "wall_seconds": time.perf_counter() - start,
             "targets": checks,
-            "workloads": results,
+            "workloads": workloads,
         },
     )
-    return results
+    return workloads
 
 
 if __name__ == "__main__":

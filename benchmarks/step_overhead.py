@@ -14,52 +14,25 @@ which should be identical.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 
 import _common
-import jax
-import jax.numpy as jnp
-import optax
 
 import boostax
-from boostax.examples import baseline, compilation_cache, data, models
+from boostax.examples import baseline, models
 
 TARGET_RATIO = 1.03
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repetitions", type=int, default=41)
-    parser.add_argument(
-        "--steps", type=int, default=20, help="steps per timed repetition"
+    parser = _common.argument_parser(
+        __doc__, "step_overhead.json", **_common.STEP_FLAGS, repetitions=41
     )
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument(
-        "--out", default=os.path.join(_common.RESULTS_DIR, "step_overhead.json")
-    )
-    compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    compilation_cache.from_arguments(args)
-    if args.quick:
-        args.repetitions, args.steps = 3, 2
-
-    model = (
-        models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
-        if args.quick
-        else models.ResNet()
-    )
-    digits = data.load_digits()
-    batch = (
-        jnp.asarray(digits.x_train[: args.batch_size]),
-        jnp.asarray(digits.y_train[: args.batch_size]),
-    )
-    variables = _common.init_variables(
-        model, jax.random.PRNGKey(0), batch[0], train=False
-    )
-    optimizer = optax.sgd(0.05, momentum=0.9)
+    args = _common.parse(parser, argv, **_common.STEP_QUICK, repetitions=3)
+    workload = _common.digits_workload(args)
+    model = workload.model
+    batch, variables = _common.timing_inputs(workload)
+    optimizer = workload.optimizer()
 
     plain_step = baseline.make_plain_step(
         model, optimizer, models.cross_entropy, train=True
@@ -86,8 +59,7 @@ def main(argv=None) -> dict:
     result = {
         "benchmark": "step_overhead",
         "quick": args.quick,
-        "model": f"ResNet{tuple(model.stage_sizes)} widths "
-        f"{tuple(model.widths)}",
+        "model": _common.describe(model),
         "batch_size": args.batch_size,
         "repetitions": args.repetitions,
         "steps_per_repetition": args.steps,
