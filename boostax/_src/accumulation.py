@@ -126,12 +126,7 @@ def gradient_accumulation(
       MindSpore ``mindspore.boost.GradientAccumulation``.
     """
     every_k = _check_every_k(every_k_schedule)
-    validation.check_instance(
-        "inner",
-        inner,
-        optax.GradientTransformation,
-        "an optax.GradientTransformation (e.g. optax.adam(1e-3))",
-    )
+    validation.check_optimizer("inner", inner)
     inner = optax.with_extra_args_support(inner)
     given = accumulator_dtype
     try:

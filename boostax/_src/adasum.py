@@ -91,15 +91,6 @@ def _check_node_and_local(axis_name, local_axis_name):
     return node, local
 
 
-def _check_inner(inner) -> None:
-    validation.check_instance(
-        "inner",
-        inner,
-        optax.GradientTransformation,
-        "an optax.GradientTransformation",
-    )
-
-
 def _check_leaf(x) -> jax.Array:
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
@@ -637,7 +628,7 @@ def adasum(
       Horovod ``hvd.DistributedOptimizer(..., op=hvd.Adasum)``;
       MindSpore ``mindspore.boost.AdaSum``.
     """
-    _check_inner(inner)
+    validation.check_optimizer("inner", inner)
     node, local = _check_node_and_local(axis_name, local_axis_name)
     eps = check_eps(eps)
     inner = optax.with_extra_args_support(inner)

@@ -283,7 +283,7 @@ def apply_less_bn(
             "pass `sample_inputs=` (one batch of inputs; only shapes and "
             "dtypes are used)."
         )
-    train_step_lib.check_optimizer(optimizer)
+    validation.check_optimizer("optimizer", optimizer)
     section = config.less_bn
     plan = less_bn_lib.plan(
         model,
@@ -583,7 +583,7 @@ def auto_boost(
     boost_config = config_lib.boost_config(level, config)
     check_implemented(boost_config)
     check_compatible(boost_config)
-    train_step_lib.check_optimizer(optimizer)
+    validation.check_optimizer("optimizer", optimizer)
     # Flags are checked before any tracing (LessBN, freezing groups).
     validation.check_bool("has_aux", has_aux)
     validation.check_bool("donate_state", donate_state)

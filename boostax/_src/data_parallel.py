@@ -39,11 +39,7 @@ from jax.sharding import PartitionSpec as P
 from boostax._src import adasum as adasum_lib
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import validation
-from boostax._src.tree_utils import contains_state as contains_state
-from boostax._src.tree_utils import find_state as find_state
-
-# `find_state` and `contains_state` live in tree_utils; they stay importable
-# from here for train_step and compat until those import tree_utils.
+from boostax._src.tree_utils import contains_state
 
 REDUCTIONS = ("mean", "adasum", "adasum_gradients")
 

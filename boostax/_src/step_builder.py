@@ -41,7 +41,7 @@ from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
-from boostax._src import step_checks, validation
+from boostax._src import step_checks, tree_utils, validation
 from boostax._src.train_state import AlgorithmStates, TrainState
 
 PyTree = Any
@@ -63,14 +63,6 @@ class StepPlan(NamedTuple):
     optimizer: optax.GradientTransformation
     freezing: freezing_lib.Freezing | None
     template: dict[str, Any] | None = None
-
-
-def check_optimizer(optimizer) -> None:
-    if not isinstance(optimizer, optax.GradientTransformation):
-        raise TypeError(
-            "`optimizer` must be an optax.GradientTransformation (e.g. "
-            f"optax.sgd(0.1)), got {type(optimizer).__name__}."
-        )
 
 
 def check_skip_options(
@@ -117,7 +109,7 @@ class StepBuilder:
         data_parallel: data_parallel_lib.DataParallel | None = None,
         skip_nonfinite: bool = False,
     ):
-        check_optimizer(optimizer)
+        validation.check_optimizer("optimizer", optimizer)
         loss_scale_lib.check_loss_scale(loss_scale)
         validation.check_bool("skip_nonfinite", skip_nonfinite)
         if data_parallel is not None and not isinstance(
@@ -453,18 +445,16 @@ def optimizer_metrics(opt_state, finite=None) -> dict[str, jax.Array]:
       stages present.
     """
     metrics = {}
-    acc = data_parallel_lib.find_state(
+    acc = tree_utils.find_state(
         opt_state, accumulation_lib.GradientAccumulationState
     )
     if acc is not None:
         updated = accumulation_lib.has_updated(acc)
         metrics["updated"] = updated if finite is None else updated & finite
-    adasum = data_parallel_lib.find_state(opt_state, adasum_lib.AdaSumState)
+    adasum = tree_utils.find_state(opt_state, adasum_lib.AdaSumState)
     if adasum is not None:
         metrics["adasum_cosine"] = jnp.reshape(adasum.cosine, ())
-    dim_reduce = data_parallel_lib.find_state(
-        opt_state, dim_reduce_lib.DimReduceState
-    )
+    dim_reduce = tree_utils.find_state(opt_state, dim_reduce_lib.DimReduceState)
     if dim_reduce is not None:
         metrics["dim_reduce_step_size"] = dim_reduce.step_size
         metrics["dim_reduce_trials"] = dim_reduce.trials

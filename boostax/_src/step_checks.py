@@ -17,8 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import data_parallel as data_parallel_lib
-from boostax._src import tree_diff
+from boostax._src import tree_diff, tree_utils
 
 _REBUILD = (
     "Build the state with this step's `init` (`state = ts.init(variables)`), "
@@ -93,7 +92,7 @@ def check_freezing_accumulation(freezing, optimizer, opt_state) -> None:
         pairs = list(zip(freezing.group_optimizers, opt_state, strict=True))
     k = freezing.micro_steps
     for tx, own in pairs:
-        accumulates = data_parallel_lib.contains_state(
+        accumulates = tree_utils.contains_state(
             own, accumulation_lib.GradientAccumulationState
         )
         if not accumulates and k == 1:

@@ -30,7 +30,6 @@ from boostax._src import user_warnings, validation
 from boostax._src.step_builder import (  # noqa: F401 (the step's API)
     STEP_METRICS,
     StepPlan,
-    check_optimizer,
     check_skip_options,
     optimizer_metrics,
 )

@@ -19,6 +19,10 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+import optax
+from flax import linen as nn
+from flax import nnx
+
 _REPR_LIMIT = 80
 
 
@@ -336,6 +340,23 @@ def check_instance(
     if not isinstance(value, types):
         raise TypeError(f"`{name}` must be {what}, {_got(value)}.")
     return value
+
+
+def check_optimizer(name: str, value: Any) -> optax.GradientTransformation:
+    """Returns `value` if it is an Optax optimizer; else ``TypeError``."""
+    return check_instance(
+        name,
+        value,
+        optax.GradientTransformation,
+        "an optax.GradientTransformation (e.g. optax.sgd(0.1))",
+    )
+
+
+def check_flax_module(name: str, value: Any) -> nn.Module | nnx.Module:
+    """Returns `value` if it is a Flax Linen or NNX module."""
+    return check_instance(
+        name, value, (nn.Module, nnx.Module), "a Flax Linen or NNX module"
+    )
 
 
 def check_str(name: str, value: Any, *, allow_empty: bool = False) -> str:

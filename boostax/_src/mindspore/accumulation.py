@@ -13,7 +13,6 @@ import optax
 
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import validation
-from boostax._src.mindspore import _common
 
 
 class GradientAccumulation:
@@ -29,7 +28,7 @@ class GradientAccumulation:
         validation.check_int(
             "max_accumulation_step", max_accumulation_step, minimum=1
         )
-        _common.check_optimizer(optimizer)
+        validation.check_optimizer("optimizer", optimizer)
         self.max_accumulation_step = max_accumulation_step
         self.optimizer = optimizer
         self._tx = accumulation_lib.gradient_accumulation(

@@ -20,7 +20,7 @@ from boostax._src import auto_boost as auto_boost_lib
 from boostax._src import config as config_lib
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import train_step as train_step_lib
-from boostax._src.mindspore import _common
+from boostax._src import validation
 from boostax._src.mindspore.freeze import FreezeOpt, GradientFreeze
 from boostax._src.mindspore.less_bn import LessBN
 
@@ -92,8 +92,8 @@ class AutoBoost:
           applied by `train_step` (or the cells), and a warning here says
           so.
         """
-        _common.check_network(network)
-        _common.check_optimizer(optimizer)
+        validation.check_flax_module("network", network)
+        validation.check_optimizer("optimizer", optimizer)
         auto_boost_lib.check_implemented(self.config)
         auto_boost_lib.check_compatible(self.config)
         step_options = [
@@ -146,7 +146,7 @@ class AutoBoost:
         eval network shares the training cell, FN head included), so a
         network that LessBN already reduced is returned as is.
         """
-        _common.check_network(network)
+        validation.check_flax_module("network", network)
         if not self.config.is_enabled("less_bn") or less_bn_lib.is_reduced(
             network
         ):

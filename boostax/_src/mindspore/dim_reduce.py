@@ -19,7 +19,6 @@ from flax import linen as nn
 
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import objectives, validation
-from boostax._src.mindspore import _common
 
 
 class DimReduce:
@@ -65,8 +64,8 @@ class DimReduce:
         loss: Callable[..., Any],
         model_state: Any = None,
     ):
-        _common.check_network(network)
-        _common.check_optimizer(optimizer)
+        validation.check_flax_module("network", network)
+        validation.check_optimizer("optimizer", optimizer)
         n_components = validation.check_int(
             "n_components", n_components, minimum=1
         )

@@ -20,7 +20,6 @@ from boostax._src import config as config_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import groups, objectives, validation
 from boostax._src import train_step as train_step_lib
-from boostax._src.mindspore import _common
 
 
 def _as_path(leaf) -> tuple[str, ...]:
@@ -33,7 +32,7 @@ def _as_path(leaf) -> tuple[str, ...]:
 def _check_opt(opt, learning_rate) -> None:
     """`opt` is an optimizer, or with `learning_rate` a factory of them."""
     if learning_rate is None:
-        _common.check_optimizer(opt)
+        validation.check_optimizer("opt", opt)
     elif not callable(opt) or isinstance(opt, optax.GradientTransformation):
         raise TypeError(
             "With `learning_rate`, `opt` must be a factory "

@@ -12,7 +12,6 @@ from typing import Any
 
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import validation
-from boostax._src.mindspore import _common
 
 
 def LessBN(network: Any, fn_flag: bool = False, *, sample_inputs: Any = None):  # noqa: N802
@@ -30,7 +29,7 @@ def LessBN(network: Any, fn_flag: bool = False, *, sample_inputs: Any = None):  
     Returns:
       The reduced network (see `boostax.less_bn`).
     """
-    _common.check_network(network)
+    validation.check_flax_module("network", network)
     validation.check_bool("fn_flag", fn_flag)
     if sample_inputs is None:
         raise TypeError(

@@ -20,7 +20,6 @@ from flax import nnx
 
 from boostax._src import centralization, groups, model_graph, validation
 from boostax._src import less_bn as less_bn_lib
-from boostax._src.mindspore import _common
 
 
 class ParameterProcess:
@@ -99,9 +98,9 @@ class OptimizerProcess:
                     "optax.partition)."
                 )
             for tx in opt.values():
-                _common.check_optimizer(tx)
+                validation.check_optimizer("tx", tx)
         else:
-            _common.check_optimizer(opt)
+            validation.check_optimizer("opt", opt)
             if param_labels is not None:
                 raise ValueError(
                     "`param_labels` goes with a mapping of per-group "
@@ -132,7 +131,7 @@ class OptimizerProcess:
         model (`boostax.LinenLessBN`) the FN head is the dense layer it
         replaces, and the removed BatchNorms are left out.
         """
-        _common.check_network(network)
+        validation.check_flax_module("network", network)
         if isinstance(network, nnx.Module):
             found = {
                 tuple(p): model_graph.layer_kind(m)

@@ -19,10 +19,9 @@ import optax
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import auto_boost as auto_boost_lib
 from boostax._src import config as config_lib
-from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import loss_scale as loss_scale_lib
-from boostax._src import objectives, validation
+from boostax._src import objectives, tree_utils, validation
 from boostax._src import train_step as train_step_lib
 from boostax._src.mindspore.accumulation import GradientAccumulation
 from boostax._src.mindspore.freeze import FreezeOpt
@@ -182,7 +181,7 @@ class BoostTrainOneStepCell:
     def check_dim_reduce_enable(self) -> bool:
         """Whether DimReduce runs: the optimizer is `boostax.dim_reduce`
         (possibly inside an accumulation)."""
-        return data_parallel_lib.contains_state(
+        return tree_utils.contains_state(
             self.state.opt_state, dim_reduce_lib.DimReduceState
         )
 
@@ -211,9 +210,9 @@ class BoostTrainOneStepCell:
 
     def _apply_local_grads(self, state, grads):
         grads = jax.tree.map(lambda g: g[0], grads)
-        updates, opt_state = self.train_step.optimizer.update(
-            grads, state.opt_state, state.params
-        )
+        updates, opt_state = self.train_step.plan(
+            state.params
+        ).optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         return state.replace(params=params, opt_state=opt_state), {}
 
@@ -235,9 +234,9 @@ class BoostTrainOneStepCell:
             sens = _check_scale("sens", sens)
         state = self.state
         grads = jax.tree.map(lambda g: g / sens, grads)
-        updates, opt_state = self.train_step.optimizer.update(
-            grads, state.opt_state, state.params
-        )
+        updates, opt_state = self.train_step.plan(
+            state.params
+        ).optimizer.update(grads, state.opt_state, state.params)
         self.state = state.replace(
             params=optax.apply_updates(state.params, updates),
             opt_state=opt_state,
