@@ -114,6 +114,9 @@ from boostax._src.snapshots import load_trajectory as load_trajectory
 from boostax._src.snapshots import save_snapshot as save_snapshot
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
+from boostax._src.executables import Executables as Executables
+from boostax._src.step_builder import StepBuilder as StepBuilder
+from boostax._src.step_builder import StepPlan as StepPlan
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
 from boostax._src.train_step import PlainRecipe as PlainRecipe
 from boostax._src.train_step import TrainState as TrainState
@@ -139,6 +142,7 @@ __all__ = (
     "DimReduceState",
     "DynamicLossScale",
     "ExecutableCost",
+    "Executables",
     "FNHead",
     "FreezeOutState",
     "FreezeState",
@@ -163,6 +167,8 @@ __all__ = (
     "PlainRecipe",
     "RemovedBatchNorm",
     "StaticLossScale",
+    "StepBuilder",
+    "StepPlan",
     "TrainState",
     "TrainStep",
     "Trajectory",

@@ -396,3 +396,55 @@ class ErrorTest(parameterized.TestCase):
 
 if __name__ == "__main__":
     absltest.main()
+
+
+def _quadratic_loss(w, batch):
+    return jnp.mean((batch[0] @ w - batch[1]) ** 2)
+
+
+class StepPartsTest(absltest.TestCase):
+    """The step's two public parts: a pure builder and its executables."""
+
+    def test_init_returns_a_state_and_changes_nothing_else(self):
+        optimizer = optax.sgd(0.1)
+        ts = boostax.make_train_step(optimizer, loss_fn=_quadratic_loss)
+        first = ts.init(jnp.zeros(3))
+        second = ts.init(jnp.zeros(3))
+        self.assertIs(ts.optimizer, optimizer)
+        self.assertEqual(ts.trace_count, 0)
+        self.assertEqual(ts.compile_seconds, {})
+        jax.tree.map(np.testing.assert_array_equal, first, second)
+        # A state the step did not return is checked on the first call.
+        batch = (jnp.eye(3), jnp.arange(3.0))
+        state, _ = ts(second, batch)
+        self.assertEqual(int(state.step), 1)
+
+    def test_builder_step_function_is_the_jitted_step(self):
+        ts = boostax.make_train_step(optax.sgd(0.1), loss_fn=_quadratic_loss)
+        state = ts.init(jnp.zeros(3))
+        batch = (jnp.eye(3), jnp.arange(3.0))
+        pure = ts.builder.step_function(None)  # not jitted: runs eagerly
+        expected, _ = pure(state, batch)
+        got, _ = ts(state, batch)
+        np.testing.assert_allclose(got.params, expected.params, rtol=1e-6)
+
+    def test_executables_compile_each_key_once(self):
+        calls = []
+
+        def function(key):
+            calls.append(key)
+            return lambda x, y: (x * (key + 1), y)
+
+        executables = boostax.Executables(function)
+        x, y = jnp.ones(2), jnp.zeros(())
+        np.testing.assert_array_equal(executables(1, x, y)[0], 2 * x)
+        np.testing.assert_array_equal(executables(1, x, y)[0], 2 * x)
+        np.testing.assert_array_equal(executables(2, x, y)[0], 3 * x)
+        self.assertEqual(calls, [1, 2])
+        self.assertEqual(sorted(executables.compiled()), [1, 2])
+        self.assertEqual(sorted(executables.compile_seconds), [1, 2])
+
+    def test_at_depth_without_freezing_refuses_a_depth(self):
+        ts = boostax.make_train_step(optax.sgd(0.1), loss_fn=_quadratic_loss)
+        with self.assertRaisesRegex(ValueError, "`depth` must be None"):
+            ts.at_depth(0)

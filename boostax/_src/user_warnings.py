@@ -18,7 +18,7 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn`` at the first caller outside ``boostax/_src``.
 
     A fixed ``stacklevel`` is right for one call path only: the same warning
-    is reached from `auto_boost`, the public helpers and the compat classes
+    is reached from `auto_boost`, the public helpers and `boostax.mindspore`
     at different depths. (Python 3.12's ``skip_file_prefixes`` does this;
     boostax supports 3.11.)
 

@@ -32,7 +32,7 @@ def _as_path(leaf) -> tuple[str, ...]:
 def _check_opt(opt, learning_rate) -> None:
     """`opt` is an optimizer, or with `learning_rate` a factory of them."""
     if learning_rate is None:
-        validation.check_optimizer("opt", opt)
+        validation.check_optimizer("optimizer", opt)
     elif not callable(opt) or isinstance(opt, optax.GradientTransformation):
         raise TypeError(
             "With `learning_rate`, `opt` must be a factory "

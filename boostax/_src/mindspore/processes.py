@@ -98,9 +98,9 @@ class OptimizerProcess:
                     "optax.partition)."
                 )
             for tx in opt.values():
-                validation.check_optimizer("tx", tx)
+                validation.check_optimizer("optimizer", tx)
         else:
-            validation.check_optimizer("opt", opt)
+            validation.check_optimizer("optimizer", opt)
             if param_labels is not None:
                 raise ValueError(
                     "`param_labels` goes with a mapping of per-group "
