@@ -58,6 +58,7 @@ from boostax._src.data_parallel import DataParallel as DataParallel
 from boostax._src.data_parallel import node_mesh as node_mesh
 from boostax._src.dim_reduce import DimReduceState as DimReduceState
 from boostax._src.dim_reduce import dim_reduce as dim_reduce
+from boostax._src.executables import Executables as Executables
 from boostax._src.flax_interop import (
     from_flax_train_state as from_flax_train_state,
 )
@@ -112,11 +113,10 @@ from boostax._src.snapshots import Trajectory as Trajectory
 from boostax._src.snapshots import flatten_params as flatten_params
 from boostax._src.snapshots import load_trajectory as load_trajectory
 from boostax._src.snapshots import save_snapshot as save_snapshot
-from boostax._src.timing import interleaved_timings as interleaved_timings
-from boostax._src.timing import paired_ratio as paired_ratio
-from boostax._src.executables import Executables as Executables
 from boostax._src.step_builder import StepBuilder as StepBuilder
 from boostax._src.step_builder import StepPlan as StepPlan
+from boostax._src.timing import interleaved_timings as interleaved_timings
+from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
 from boostax._src.train_step import PlainRecipe as PlainRecipe
 from boostax._src.train_step import TrainState as TrainState
