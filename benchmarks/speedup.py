@@ -850,6 +850,13 @@ def _parser() -> argparse.ArgumentParser:
         "results/speedup_budgets_ablation.json)",
     )
     parser.add_argument(
+        "--arms",
+        nargs="+",
+        metavar="NAME",
+        help="with --budgets: train only these arms (row names, e.g. "
+        "'FN s=1'; plain Optax always), instead of all of them",
+    )
+    parser.add_argument(
         "--budget-fractions", type=float, nargs="+", default=[0.25, 0.5, 1.0]
     )
     parser.add_argument(
@@ -889,6 +896,17 @@ def _parser() -> argparse.ArgumentParser:
         help=argparse.SUPPRESS,
     )
     return parser
+
+
+def _chosen_rows(rows, names):
+    """The rows named in `names` (all of them for ``None``)."""
+    if names is None:
+        return rows
+    known = [name for name, _, _ in rows]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise SystemExit(f"--arms: unknown {unknown}; the arms are {known}")
+    return tuple(row for row in rows if row[0] in names)
 
 
 def _resolve(args: argparse.Namespace) -> argparse.Namespace:
@@ -954,7 +972,10 @@ def main(argv=None) -> dict:
             workload = dataclasses.replace(
                 workload, epochs=workload.plateau_epochs
             )
-            rows = BUDGET_ABLATION_ROWS if args.budget_ablation else BUDGET_ROWS
+            rows = _chosen_rows(
+                BUDGET_ABLATION_ROWS if args.budget_ablation else BUDGET_ROWS,
+                args.arms,
+            )
             result = measure_budget_workload(workload, rows, args)
             if not (args.skip_compilation or args.budget_ablation):
                 result = dataclasses.replace(

@@ -191,8 +191,8 @@ class WeightDecay:
         elif not callable(self.mask) and not jax.tree.leaves(self.mask):
             raise TypeError(
                 "`weight_decay_mask` must be a pytree of bools like the "
-                "params or a function of the params returning one, got "
-                f"{type(self.mask).__name__} ({self.mask!r})."
+                "params or a function of the params returning one, "
+                f"{validation.got(self.mask)}."
             )
 
     def chain(self, optimizer: optax.GradientTransformation):
@@ -250,7 +250,7 @@ def _check_sample_inputs(sample_inputs: Any) -> None:
         raise TypeError(
             "`sample_inputs` must be one batch of model inputs: an array or "
             f"a pytree of arrays (only shapes and dtypes are used); {problem}"
-            f", got {type(sample_inputs).__name__}."
+            f", {validation.got(sample_inputs)}."
         )
 
 
@@ -385,7 +385,7 @@ def loss_scale_from_config(config: config_lib.BoostConfig, loss_scale: Any):
         raise ValueError(
             "`loss_scale_group` is on: pass `loss_scale=` a "
             "GroupLossScaleManager (or GroupLossScale) with the groups, "
-            f"got {type(loss_scale).__name__}."
+            f"{validation.got(loss_scale)}."
         )
     if grouped and not config.is_enabled("loss_scale_group"):
         raise ValueError(
@@ -407,10 +407,12 @@ def data_parallel_from_config(
     mesh is taken as ``(node, local)`` axes as given. AdaSum with no mesh or
     a single node has nothing to combine: it warns and averages.
     """
-    if mesh is not None and not isinstance(mesh, Mesh):
-        raise TypeError(
-            "`mesh` must be a jax.sharding.Mesh (e.g. jax.make_mesh((n,), "
-            f"('data',))) or None, got {type(mesh).__name__}."
+    if mesh is not None:
+        validation.check_instance(
+            "mesh",
+            mesh,
+            Mesh,
+            "a jax.sharding.Mesh (e.g. jax.make_mesh((n,), ('data',))) or None",
         )
     adasum_on = config.is_enabled("adasum")
     if not adasum_on:

@@ -180,8 +180,7 @@ def _compiled_depths(arm: speedup.Arm, state, batch) -> dict[Any, Any]:
         return {None: arm.step}
     if train_step.freezing is None:
         return {None: train_step.lower(state, batch).compile()}
-    freezing = train_step.freezing
-    used = sorted({freezing.canonical_depth(int(d)) for d in freezing.sequence})
+    used = sorted(train_step.program_shares())
     return {d: train_step.lower(state, batch, depth=d).compile() for d in used}
 
 
