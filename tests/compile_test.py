@@ -79,6 +79,14 @@ class BackgroundCompileTest(absltest.TestCase):
         )
         self.assertGreater(background.compile_wait_seconds, 0.0)
 
+    def test_lower_takes_shapes_with_freezing(self):
+        ts, state = _step(background=False)
+        batch = _batches(n=1)[0]
+        shapes = jax.eval_shape(lambda: state)
+        lowered = ts.lower(shapes, batch, depth=GROUPS - 1)
+        self.assertIn("func", lowered.as_text()[:2000])
+        self.assertEqual(ts.pending_compiles, 0)
+
     def test_depths_in_order_of_first_use(self):
         ts, state = _step(background=False)
         sequence = ts.freezing.sequence

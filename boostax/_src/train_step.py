@@ -361,10 +361,14 @@ class TrainStep:
             return batch
         return self.data_parallel.shard_batch(batch)
 
+    def _is_own(self, state) -> bool:
+        """Whether `state` is the one this step last returned."""
+        return self._last is not None and self._last[0]() is state
+
     def _checked_position(self, state) -> int | None:
         """`state`'s freeze position; a state this step did not just return
         is checked first (and its position read from the device)."""
-        if self._last is not None and self._last[0]() is state:
+        if self._is_own(state):
             return self._last[1]
         self.check_state(state)
         if self.freezing is None:
@@ -454,8 +458,10 @@ class TrainStep:
     def lower(
         self, state: TrainState, batch, depth: int | None = None
     ) -> jax.stages.Lowered:
-        """Lowers the step (of freeze `depth`) for `state` and `batch`."""
-        self._checked_position(state)
+        """Lowers the step (of freeze `depth`) for `state` and `batch`
+        (arrays, or their shapes: ``jax.ShapeDtypeStruct``)."""
+        if not self._is_own(state):
+            self.check_state(state)  # reads no position: shapes will do
         if depth is None and self.freezing is not None:
             depth = 0
         key = None if depth is None else self._key(depth)
