@@ -17,7 +17,13 @@ import optax
 from jax.sharding import Mesh
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import centralization, model_graph, user_warnings, validation
+from boostax._src import (
+    centralization,
+    model_graph,
+    step_builder,
+    user_warnings,
+    validation,
+)
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import dim_reduce as dim_reduce_lib
@@ -590,7 +596,7 @@ def auto_boost(
     validation.check_bool("has_aux", has_aux)
     validation.check_bool("donate_state", donate_state)
     validation.check_optional_bool("background_compile", background_compile)
-    train_step_lib.check_skip_options(
+    step_builder.check_skip_options(
         skip_nonfinite, max_consecutive_skips, raise_on_skips
     )
     validation.check_int("seed", seed, minimum=0)

@@ -132,10 +132,6 @@ class StepBuilder:
     # -- the plan ---------------------------------------------------------
 
     @property
-    def has_freezing(self) -> bool:
-        return self.freezing is not None
-
-    @property
     def current_plan(self) -> StepPlan | None:
         """The plan built so far, ``None`` before any state was seen."""
         return self._plan

@@ -27,12 +27,7 @@ from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import step_builder as step_builder_lib
 from boostax._src import user_warnings, validation
-from boostax._src.step_builder import (  # noqa: F401 (the step's API)
-    STEP_METRICS,
-    StepPlan,
-    check_skip_options,
-    optimizer_metrics,
-)
+from boostax._src.step_builder import StepPlan, check_skip_options
 from boostax._src.train_state import AlgorithmStates, TrainState
 
 PyTree = Any
@@ -196,7 +191,7 @@ class TrainStep:
             skip_nonfinite=skip_nonfinite,
         )
         self.executables = executables_lib.Executables(
-            self._function, donate_state=donate_state
+            self.builder.step_function, donate_state=donate_state
         )
         self.config = config
         self.max_consecutive_skips = max_consecutive_skips
@@ -346,10 +341,6 @@ class TrainStep:
 
     def _run(self, depth, state, batch):
         return self.executables(self._key(depth), state, batch)
-
-    def _function(self, key):
-        """The step function of program `key` (for `executables`)."""
-        return self.builder.step_function(key)
 
     def _key(self, depth: int | None) -> int | None:
         """The program of freeze `depth` (depths training the same leaves
