@@ -146,6 +146,18 @@ class BenchmarksTest(parameterized.TestCase):
         self.assertTrue(all(r["depths"] == sorted(r["depths"]) for r in runs))
         self.assertTrue(digits["plot"].endswith("_digits.png"))
 
+    def test_speedup_budget_arms(self):
+        # --arms trains the named rows only (plain Optax always).
+        result = _run_quick(
+            os.path.join(BENCHMARKS, "speedup.py"),
+            "--budgets",
+            "--budget-ablation",
+            "--arms",
+            "FN s=1",
+        )
+        arms = result["workloads"]["digits"]["summary"]["arms"]
+        self.assertEqual(list(arms), ["plain optax", "FN s=1"])
+
 
 def _run_quick(script, *args):
     """Runs `script --quick *args` in a subprocess; returns its JSON."""
