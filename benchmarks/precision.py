@@ -1,0 +1,383 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Mixed precision: what each policy saves, and whether it trains as float32.
+
+For each workload and precision policy (`boostax.precision_policy`), against
+float32 in the same run:
+
+- **saved activations**: the bytes the backward pass keeps, by dtype, read
+  from the step's jaxpr (`boostax.step_bytes`) -- backend-independent;
+- **collective bytes** of the step lowered for an 8-device mesh, gradients
+  averaged in float32 and in the compute dtype (`reduce_dtype`);
+- **compute dtypes** of every convolution and matmul of the step;
+- **FLOPs** of the compiled step (XLA's CPU cost analysis: it counts the
+  recomputation of float32 intermediates; CPU time says nothing about half
+  precision, whose arithmetic the CPU backend runs in float32);
+- **training**: the same batches from the same initial variables, over
+  seeds: the final test loss relative to float32's, the test accuracy,
+  steps skipped for overflow, and whether any parameter ever became NaN;
+- with ``--device gpu``: interleaved step time and peak memory per policy
+  (the accelerator script runs this).
+
+Workloads: ``digits32`` (the CIFAR-shaped bottleneck ResNet with
+BatchNorm, `boostax.examples.speedup`) and ``transformer`` (the byte-level
+decoder on the standard library's sources, `boostax.examples.text`).
+
+    python benchmarks/precision.py                  # CPU figures
+    python benchmarks/precision.py --device gpu     # + step time, memory
+    python benchmarks/precision.py --quick          # smoke test
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# The collective bytes are read from a step lowered for 8 devices.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import _common  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+
+import boostax  # noqa: E402
+from boostax.examples import models, speedup  # noqa: E402
+
+# Targets of the bfloat16 policy (issue 22).
+SAVED_TARGET = 0.55
+COLLECTIVE_TARGET = 0.55
+LOSS_TARGET = 0.01
+
+POLICIES: dict[str, Any] = {
+    "float32": None,
+    "bf16 O2": boostax.precision_policy("O2", "bfloat16"),
+    "bf16 O2 saving f32": boostax.precision_policy(
+        "O2", "bfloat16", recompute_float32=False
+    ),
+    "bf16 O3": boostax.precision_policy("O3", "bfloat16"),
+    "fp16 O2 + dynamic scale": boostax.precision_policy("O2", "float16"),
+    "fp16 O3 + dynamic scale": boostax.precision_policy("O3", "float16"),
+}
+QUICK_POLICIES = ("float32", "bf16 O2", "fp16 O2 + dynamic scale")
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """What the benchmark trains.
+
+    Attributes:
+      name: short name.
+      description: one line for tables.
+      model: a Flax model (Linen; or NNX, then `variables` returns modules).
+      loss: ``loss(outputs, targets)``.
+      optimizer: a function returning a fresh Optax optimizer.
+      variables: ``seed -> variables`` for `TrainStep.init`.
+      batches: ``seed -> iterator of batches`` (at least `steps`).
+      evaluate: ``(train_step, state) -> {"loss": ..., ...}`` on held-out
+        data.
+      steps: training steps per run.
+    """
+
+    name: str
+    description: str
+    model: Any
+    loss: Callable[..., Any]
+    optimizer: Callable[[], optax.GradientTransformation]
+    variables: Callable[[int], Any]
+    batches: Callable[[int], Iterator[Any]]
+    evaluate: Callable[[Any, Any], dict[str, float]]
+    steps: int
+    train_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def digits32(quick: bool, epochs: int) -> Workload:
+    resnet = speedup.digits32_workload(quick=quick)
+    digits = resnet.digits
+
+    def batches(seed):
+        for epoch in range(epochs):
+            yield from resnet.batches(seed, epoch)
+
+    def evaluate(ts, state):
+        logits = ts.predict(state, digits.x_test)
+        labels = jnp.asarray(digits.y_test)
+        return {
+            "loss": float(models.cross_entropy(logits, labels)),
+            "accuracy": float(jnp.mean(jnp.argmax(logits, -1) == labels)),
+        }
+
+    return Workload(
+        name="digits32",
+        description=resnet.description + f", {epochs} epochs",
+        model=resnet.model,
+        loss=models.cross_entropy,
+        optimizer=resnet.optimizer,
+        variables=resnet.variables,
+        batches=batches,
+        evaluate=evaluate,
+        steps=3 if quick else epochs * resnet.steps_per_epoch,
+    )
+
+
+WORKLOADS = {"digits32": digits32}
+
+
+def _train_step(workload: Workload, policy, **kwargs):
+    return boostax.make_train_step(
+        workload.optimizer(),
+        model=workload.model,
+        loss=workload.loss,
+        precision=policy,
+        train_kwargs=workload.train_kwargs or None,
+        **kwargs,
+    )
+
+
+def _first_batch(workload: Workload):
+    return next(iter(workload.batches(0)))
+
+
+def static_figures(workload: Workload, policies) -> dict[str, Any]:
+    """Saved activations, compute dtypes, FLOPs and collective bytes."""
+    batch = _first_batch(workload)
+    variables = workload.variables(0)
+    mesh = jax.make_mesh((8,), ("data",))
+    rows = {}
+    for name, policy in policies.items():
+        ts = _train_step(workload, policy)
+        state = ts.init(variables)
+        found = boostax.step_bytes(ts, state, batch)
+        compiled = ts.lower(state, batch).compile()
+        row = {
+            "saved_activation_bytes": found.saved_activation_bytes,
+            "saved_by_dtype": found.saved_by_dtype,
+            "compute_dtypes": found.compute_dtypes,
+            "cpu_flops": boostax.executable_cost(compiled).flops,
+        }
+        for reduce in ("float32", "compute"):
+            if policy is None and reduce == "compute":
+                continue
+            if policy is not None and reduce == "compute":
+                dp_policy = dataclasses.replace(
+                    policy, reduce_dtype=policy.compute_dtype
+                )
+            else:
+                dp_policy = policy
+            dp = _train_step(
+                workload, dp_policy, data_parallel=boostax.DataParallel(mesh)
+            )
+            row[f"collective_bytes_reduce_{reduce}"] = boostax.step_bytes(
+                dp, dp.init(variables), batch
+            ).collective_bytes
+        rows[name] = row
+    base = rows["float32"]
+    for row in rows.values():
+        row["saved_ratio"] = (
+            row["saved_activation_bytes"] / base["saved_activation_bytes"]
+        )
+        row["cpu_flops_ratio"] = row["cpu_flops"] / base["cpu_flops"]
+        for reduce in ("float32", "compute"):
+            key = f"collective_bytes_reduce_{reduce}"
+            if key in row:
+                row[f"collective_ratio_reduce_{reduce}"] = (
+                    row[key] / base["collective_bytes_reduce_float32"]
+                )
+    return rows
+
+
+def train(workload: Workload, policy, seed: int) -> dict[str, Any]:
+    """One run: the final held-out figures, skipped steps, NaN watch."""
+    ts = _train_step(workload, policy)
+    state = ts.init(workload.variables(seed))
+    skipped, nan_params = 0, False
+    batches = workload.batches(seed)
+    for _ in range(workload.steps):
+        state, metrics = ts(state, next(batches))
+        if "overflow" in metrics:
+            skipped += int(metrics["overflow"])
+        nan_params |= not all(
+            bool(jnp.isfinite(leaf).all())
+            for leaf in jax.tree.leaves(state.params)
+        )
+    return {
+        **workload.evaluate(ts, state),
+        "skipped_steps": skipped,
+        "nan_params": nan_params,
+        "final_loss_scale": None
+        if ts.loss_scale is None
+        else float(np.max(state.algorithms.loss_scale.loss_scale)),
+    }
+
+
+def training_figures(workload, policies, seeds) -> dict[str, Any]:
+    # Recomputing instead of saving is the same arithmetic: not retrained.
+    runs = {
+        name: [train(workload, policy, seed) for seed in range(seeds)]
+        for name, policy in policies.items()
+        if name != "bf16 O2 saving f32"
+    }
+    rows = {}
+    for name, results in runs.items():
+        relative = [
+            r["loss"] / f["loss"] - 1
+            for r, f in zip(results, runs["float32"], strict=True)
+        ]
+        rows[name] = {
+            "runs": results,
+            "loss_vs_float32": {
+                "median": statistics.median(relative),
+                "min": min(relative),
+                "max": max(relative),
+            },
+            "skipped_steps": sum(r["skipped_steps"] for r in results),
+            "nan_params": any(r["nan_params"] for r in results),
+        }
+    return rows
+
+
+def device_figures(workload, policies, args) -> dict[str, Any]:
+    """Interleaved step time and peak memory per policy (an accelerator)."""
+    batch = _first_batch(workload)
+    runs, memory = {}, {}
+    for name, policy in policies.items():
+        ts = _train_step(workload, policy)
+        state = ts.init(workload.variables(0))
+        compiled = ts.lower(state, batch).compile()
+        memory[name] = boostax.executable_cost(compiled).temp_bytes
+        runs[name] = _common.step_runner(compiled, state, batch, args.steps)
+    samples = boostax.interleaved_timings(
+        runs, repetitions=args.repetitions, steps=args.steps
+    )
+    return {
+        name: {
+            "median_step_ms": 1e3 * statistics.median(samples[name]),
+            "step_time_ratio": boostax.paired_ratio(
+                samples[name], samples["float32"]
+            ),
+            "temp_bytes": memory[name],
+            "temp_ratio": memory[name] / memory["float32"],
+        }
+        for name in policies
+    }
+
+
+def table(name: str, static, training, device) -> str:
+    lines = [
+        f"{name}: vs float32 (saved = activations kept for the backward "
+        "pass; sent = lowered collective bytes on 8 devices)",
+        f"{'policy':<26} {'saved':>6} {'sent f32':>8} {'sent half':>9} "
+        f"{'CPU FLOPs':>9} {'test loss':>17} {'skips':>5} {'NaN':>4}",
+    ]
+    for policy, row in static.items():
+        t = training.get(policy)
+        loss = (
+            ""
+            if t is None
+            else "{median:+.2%} [{min:+.2%},{max:+.2%}]".format(
+                **t["loss_vs_float32"]
+            )
+        )
+        half = row.get("collective_ratio_reduce_compute")
+        lines.append(
+            f"{policy:<26} {row['saved_ratio']:>5.3f}x "
+            f"{row['collective_ratio_reduce_float32']:>7.3f}x "
+            f"{'' if half is None else f'{half:.3f}x':>9} "
+            f"{row['cpu_flops_ratio']:>8.3f}x {loss:>17} "
+            f"{'' if t is None else t['skipped_steps']:>5} "
+            f"{'' if t is None else ('yes' if t['nan_params'] else 'no'):>4}"
+        )
+    for policy, row in (device or {}).items():
+        lines.append(
+            f"  {policy:<24} step time {row['step_time_ratio']:.3f}x, "
+            f"temp memory {row['temp_ratio']:.3f}x"
+        )
+    return "\n".join(lines)
+
+
+def targets(static, training) -> dict[str, bool]:
+    bf16 = static["bf16 O2"]
+    met = {
+        "saved_activations": bf16["saved_ratio"] <= SAVED_TARGET,
+        "collective_bytes": bf16["collective_ratio_reduce_compute"]
+        <= COLLECTIVE_TARGET,
+    }
+    if "bf16 O2" in training:
+        spread = training["bf16 O2"]["loss_vs_float32"]
+        met["final_loss"] = (
+            max(abs(spread["min"]), abs(spread["max"])) <= LOSS_TARGET
+        )
+        met["float16_never_nan"] = not any(
+            t["nan_params"] for t in training.values()
+        )
+    return met
+
+
+def main(argv=None) -> dict:
+    parser = _common.argument_parser(
+        __doc__,
+        "precision.json",
+        device="cpu",
+        seeds=3,
+        repetitions=21,
+        steps=10,
+        epochs=8,
+    )
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=sorted(WORKLOADS),
+        default=sorted(WORKLOADS),
+    )
+    parser.add_argument(
+        "--skip-training",
+        action="store_true",
+        help="static figures (and device timings) only",
+    )
+    args = _common.parse(
+        parser, argv, seeds=1, repetitions=2, steps=2, epochs=1
+    )
+    policies = (
+        {k: POLICIES[k] for k in QUICK_POLICIES} if args.quick else POLICIES
+    )
+    result = {
+        "benchmark": "precision",
+        "quick": args.quick,
+        "device": args.device,
+        "seeds": args.seeds,
+        "workloads": {},
+    }
+    with jax.default_device(_common.device(args.device)):
+        for name in args.workloads:
+            workload = WORKLOADS[name](args.quick, args.epochs)
+            static = static_figures(workload, policies)
+            training = (
+                {}
+                if args.skip_training
+                else training_figures(workload, policies, args.seeds)
+            )
+            device = (
+                None
+                if args.device == "cpu"
+                else device_figures(workload, policies, args)
+            )
+            result["workloads"][name] = {
+                "description": workload.description,
+                "steps": workload.steps,
+                "static": static,
+                "training": training,
+                "device": device,
+                "targets": targets(static, training),
+            }
+            print(table(name, static, training, device), flush=True)
+            print("targets met:", result["workloads"][name]["targets"])
+    _common.write_result(args.out, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
