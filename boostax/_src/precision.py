@@ -193,11 +193,13 @@ def cast_floating(tree: PyTree, dtype) -> PyTree:
     """`tree` with every floating-point leaf cast to `dtype`."""
 
     def cast(x):
-        if isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) or hasattr(
-            x, "dtype"
+        current = getattr(x, "dtype", None)
+        if (
+            current is not None
+            and jnp.issubdtype(current, jnp.floating)
+            and current != dtype
         ):
-            if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != dtype:
-                return jnp.asarray(x).astype(dtype)
+            return jnp.asarray(x, dtype)
         return x
 
     return jax.tree.map(cast, tree)
@@ -334,11 +336,18 @@ def current() -> PrecisionPolicy | None:
 
 
 def _has_dtype(module) -> bool:
-    # Flax layers' ``dtype`` is None (inferred) or a dtype; a module without
-    # the attribute computes in whatever its inputs and parameters are.
-    return hasattr(module, "dtype") and not isinstance(
-        module.dtype, (jax.Array, property)
-    )
+    """Whether `module` is a layer with Flax's compute ``dtype`` attribute
+    (``None``: inferred from its inputs and parameters, or a float dtype);
+    another module computes in whatever its inputs and parameters are."""
+    if not hasattr(module, "dtype"):
+        return False
+    value = module.dtype
+    if value is None:
+        return True
+    try:
+        return jnp.issubdtype(jnp.dtype(value), jnp.floating)
+    except TypeError:
+        return False
 
 
 @contextlib.contextmanager
