@@ -370,7 +370,7 @@ class NNXTransformer(nnx.Module):
                 f"inputs of length {length} exceed the context "
                 f"({self.context})."
             )
-        x = self.tokens(tokens) + self.positions(jnp.arange(length))
+        x = self.tokens(tokens) + self.positions(jnp.arange(length))[None]
         mask = nnx.make_causal_mask(tokens)
         for block in self.blocks:
             x = block(x, mask)
