@@ -89,7 +89,10 @@ class ArmSpec:
       centralize: wrap the optimizer in
         `boostax.with_gradient_centralization`.
       mesh: train data-parallel on the 8-device mesh (AdaSum).
-      dim_reduce: plain Optax, then DimReduce (`train_dim_reduce`).
+      dim_reduce: plain Optax, then DimReduce (`DimReduce`).
+      learning_rate_scale: the peak learning rate times this (a control:
+        an algorithm that enlarges the steps is compared with plain Optax
+        at a larger rate).
     """
 
     level: str = "O0"
@@ -98,6 +101,7 @@ class ArmSpec:
     centralize: bool = False
     mesh: bool = False
     dim_reduce: bool = False
+    learning_rate_scale: float = 1.0
 
 
 # The arms beside plain Optax, one line each: a mixed-precision arm is
@@ -123,6 +127,13 @@ ARMS: dict[str, ArmSpec] = {
         "O2", {"boost": {**_ONLY, "adasum": True}}, mesh=True
     ),
     "DimReduce": ArmSpec(dim_reduce=True),
+}
+# Controls, run when named (--arms): O0 (plain Optax) at larger peak
+# learning rates. AdaSum sums nearly orthogonal updates of 8 devices, which
+# takes larger steps than averaging: is its gain a learning rate's?
+CONTROLS: dict[str, ArmSpec] = {
+    "O0 lr x2": ArmSpec(learning_rate_scale=2.0),
+    "O0 lr x4": ArmSpec(learning_rate_scale=4.0),
 }
 
 
@@ -177,7 +188,10 @@ def boost_arm(
         config["grad_freeze"].setdefault("param_groups", workload.param_groups)
     if enabled("adasum"):
         config["common"] = {"device_number": 1}  # each device a node
-    optimizer = workload.optimizer(_updates(workload, spec))
+    optimizer = dataclasses.replace(
+        workload,
+        learning_rate=workload.learning_rate * spec.learning_rate_scale,
+    ).optimizer(_updates(workload, spec))
     if spec.centralize:
         optimizer = boostax.with_gradient_centralization(optimizer)
     notes: dict[str, Any] = {}
@@ -565,8 +579,9 @@ def main(argv=None) -> dict:
         "--arms",
         nargs="+",
         default=list(ARMS),
-        choices=list(ARMS),
-        help="arms beside plain Optax (default: all)",
+        choices=[*ARMS, *CONTROLS],
+        help="arms beside plain Optax (default: all but the controls, "
+        f"{', '.join(CONTROLS)})",
     )
     parser.add_argument(
         "--target-fraction",
@@ -577,7 +592,7 @@ def main(argv=None) -> dict:
     )
     parser.add_argument("--accelerator", default=None)
     args = _common.parse(parser, argv, seeds=1, repetitions=2)
-    specs = {name: ARMS[name] for name in args.arms}
+    specs = {name: {**ARMS, **CONTROLS}[name] for name in args.arms}
     corpus = text.load_stdlib()
     workload = lm.Workload.quick(corpus) if args.quick else lm.Workload(corpus)
     if args.budget:
