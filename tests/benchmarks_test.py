@@ -158,6 +158,28 @@ class BenchmarksTest(parameterized.TestCase):
         arms = result["workloads"]["digits"]["summary"]["arms"]
         self.assertEqual(list(arms), ["plain optax", "FN s=1"])
 
+    def test_transformer_o0_bitwise_and_less_bn_message(self):
+        result = _run_quick(
+            os.path.join(BENCHMARKS, "transformer.py"),
+            "--arms",
+            "O0",
+            "LessBN (O1)",
+        )
+        summary = result["summary"]
+        self.assertEqual(list(summary), ["plain optax", "O0", "LessBN (O1)"])
+        self.assertEqual(summary["O0"]["params_bitwise_equal_to_plain"], [True])
+        self.assertEqual(summary["O0"]["same_curve_as_plain"], [True])
+        notes = summary["LessBN (O1)"]["notes"]
+        self.assertIn("found no BatchNorm", notes["less_bn_report"])
+        self.assertIn(
+            "FN head replaces dense layer head", notes["less_bn_report"]
+        )
+        self.assertEqual(
+            len(result["corpus"]["train_files"])
+            + len(result["corpus"]["validation_files"]),
+            result["corpus"]["files"],
+        )
+
 
 def _run_quick(script, *args):
     """Runs `script --quick *args` in a subprocess; returns its JSON."""

@@ -50,7 +50,7 @@ from boostax._src import validation
 from boostax._src.fn_head import NNXFNHead, check_fn_scale
 from boostax._src.less_bn_linen import LinenLessBN, linen_plan
 from boostax._src.less_bn_nnx import NNXIdentity, apply_nnx_plan, nnx_plan
-from boostax._src.less_bn_plan import LessBNPlan
+from boostax._src.less_bn_plan import NO_BATCH_NORM, LessBNPlan
 
 
 def plan(
@@ -108,12 +108,15 @@ def less_bn_report(model, sample_inputs, *, fn_flag: bool = False):
 def apply_plan(model, less_bn_plan: LessBNPlan):
     """Builds the reduced model from a plan (see `less_bn`)."""
     if not less_bn_plan.removed and less_bn_plan.fn_head is None:
+        if less_bn_plan.report.found_batch_norm:
+            found = (
+                "LessBN found no BatchNorm structure it knows (ResNet, "
+                "MobileNetV2, DenseNet blocks) in the model"
+            )
+        else:
+            found = NO_BATCH_NORM
         warnings.warn(
-            "LessBN found no BatchNorm structure it knows (ResNet, "
-            "MobileNetV2, DenseNet blocks) in the model; it is returned "
-            "unchanged.",
-            UserWarning,
-            stacklevel=3,
+            f"{found}; it is returned unchanged.", UserWarning, stacklevel=3
         )
         return model
     if isinstance(model, nn.Module):

@@ -19,6 +19,13 @@ from typing import Any
 
 from boostax._src import less_bn_patterns, model_graph, validation
 
+# What the report and the warning say of a model without any BatchNorm (a
+# transformer: LayerNorm is not what LessBN removes).
+NO_BATCH_NORM = (
+    "LessBN found no BatchNorm in the model (it removes BatchNorms only; "
+    "LayerNorm, GroupNorm and RMSNorm stay)"
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class RemovedBatchNorm:
@@ -78,7 +85,22 @@ class LessBNReport:
         # Negative when an FN head replaces a bias-free layer (+1 multiplier).
         validation.check_int("removed_parameters", self.removed_parameters)
 
+    @property
+    def found_batch_norm(self) -> bool:
+        """Whether the model has any BatchNorm (removed or kept)."""
+        return bool(self.removed or self.kept)
+
     def __str__(self) -> str:
+        if not self.found_batch_norm:
+            # Said plainly: "0 of 0 removed" reads like a failed match, and
+            # a transformer's LayerNorms are not what LessBN removes.
+            lines = [NO_BATCH_NORM + ", none removed."]
+            if self.fn_head is not None:
+                lines.append(
+                    f"  FN head replaces dense layer {self.fn_head}, "
+                    f"{self.removed_parameters} parameters fewer."
+                )
+            return "\n".join(lines)
         lines = [
             f"LessBN: {len(self.removed)} of "
             f"{len(self.removed) + len(self.kept)} BatchNorms removed, "

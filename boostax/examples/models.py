@@ -263,3 +263,115 @@ def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(
         logits, labels
     ).mean()
+
+
+# ---------------------------------------------------------------------------
+# A decoder-only transformer (NNX), for byte-level language modelling.
+# ---------------------------------------------------------------------------
+
+
+class NNXTransformerBlock(nnx.Module):
+    """A pre-LayerNorm transformer block: causal self-attention, then MLP.
+
+    ``x + attention(LayerNorm(x))``, then ``x + MLP(LayerNorm(x))`` with a
+    GELU MLP of `mlp_ratio` times the width. Every layer takes `dtype`
+    (the compute dtype; ``None``: that of its inputs and params), so a
+    precision policy can set it layer by layer.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        mlp_ratio: int = 4,
+        *,
+        dtype=None,
+        rngs: nnx.Rngs,
+    ):
+        self.ln1 = nnx.LayerNorm(d_model, dtype=dtype, rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(
+            num_heads,
+            d_model,
+            dtype=dtype,
+            decode=False,
+            deterministic=True,
+            rngs=rngs,
+        )
+        self.ln2 = nnx.LayerNorm(d_model, dtype=dtype, rngs=rngs)
+        self.mlp_in = nnx.Linear(
+            d_model, mlp_ratio * d_model, dtype=dtype, rngs=rngs
+        )
+        self.mlp_out = nnx.Linear(
+            mlp_ratio * d_model, d_model, dtype=dtype, rngs=rngs
+        )
+
+    def __call__(self, x, mask):
+        x = x + self.attention(self.ln1(x), mask=mask)
+        return x + self.mlp_out(nnx.gelu(self.mlp_in(self.ln2(x))))
+
+
+class NNXTransformer(nnx.Module):
+    """A tiny decoder-only transformer over bytes (pre-LayerNorm, GPT-style).
+
+    Token and learned position embeddings, `num_blocks` `NNXTransformerBlock`
+    s under a causal mask, a final LayerNorm and an untied dense head to
+    `vocab_size` logits. No BatchNorm anywhere: LessBN has nothing to
+    remove. Inputs are ``(batch, length)`` integer tokens with ``length <=
+    context``; outputs ``(batch, length, vocab_size)`` logits, position
+    ``t`` depending on tokens ``0..t`` only.
+
+    Attributes (constructor arguments):
+      vocab_size: 256 for bytes.
+      context: the longest input (positions learned).
+      d_model, num_heads, num_blocks, mlp_ratio: the sizes.
+      dtype: the layers' compute dtype (``None``: their inputs' and
+        params').
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from boostax.examples import models
+      >>> model = models.NNXTransformer(context=16, d_model=32, num_blocks=1,
+      ...                               rngs=nnx.Rngs(0))
+      >>> model(jnp.zeros((2, 16), jnp.int32)).shape
+      (2, 16, 256)
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 256,
+        context: int = 64,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_blocks: int = 4,
+        mlp_ratio: int = 4,
+        *,
+        dtype=None,
+        rngs: nnx.Rngs,
+    ):
+        self.context = context
+        self.tokens = nnx.Embed(vocab_size, d_model, dtype=dtype, rngs=rngs)
+        self.positions = nnx.Embed(context, d_model, dtype=dtype, rngs=rngs)
+        self.blocks = nnx.List(
+            [
+                NNXTransformerBlock(
+                    d_model, num_heads, mlp_ratio, dtype=dtype, rngs=rngs
+                )
+                for _ in range(num_blocks)
+            ]
+        )
+        self.ln_final = nnx.LayerNorm(d_model, dtype=dtype, rngs=rngs)
+        self.head = nnx.Linear(d_model, vocab_size, dtype=dtype, rngs=rngs)
+
+    def __call__(self, tokens):
+        length = tokens.shape[-1]
+        if length > self.context:
+            raise ValueError(
+                f"inputs of length {length} exceed the context "
+                f"({self.context})."
+            )
+        x = self.tokens(tokens) + self.positions(jnp.arange(length))[None]
+        mask = nnx.make_causal_mask(tokens)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.ln_final(x))

@@ -1,0 +1,176 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The transformer workload: stdlib bytes, the model, O0 against plain."""
+
+import functools
+import os
+import tempfile
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest
+from flax import nnx
+
+import boostax
+from boostax.examples import language_model as lm
+from boostax.examples import models, text
+from tests import _utils
+
+
+@functools.cache
+def _corpus():
+    return text.load_stdlib()
+
+
+@functools.cache
+def _workload():
+    return lm.Workload.quick(_corpus())
+
+
+class TextTest(absltest.TestCase):
+    def test_split_by_file_is_fixed_and_disjoint(self):
+        corpus, again = _corpus(), text.load_stdlib()
+        np.testing.assert_array_equal(corpus.train, again.train)
+        np.testing.assert_array_equal(corpus.validation, again.validation)
+        source = corpus.source
+        self.assertEqual(source, again.source)
+        self.assertEmpty(set(source.train_files) & set(source.validation_files))
+        names = [os.path.basename(p) for p in text.stdlib_files()]
+        self.assertEqual(source.files, len(names))
+        self.assertEqual(source.validation_files, tuple(names[::10]))
+        self.assertEqual(
+            len(source.train_files) + len(source.validation_files),
+            len(names),
+        )
+        self.assertEqual(corpus.train.dtype, np.uint8)
+        self.assertEqual(source.train_bytes, corpus.train.size)
+        self.assertLessEqual(
+            source.train_bytes,
+            len(source.train_files) * (text.MAX_FILE_BYTES + 1),
+        )
+
+    def test_split_of_a_directory(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(4):
+                with open(os.path.join(tmp, f"m{i}.py"), "wb") as f:
+                    f.write(bytes([65 + i]) * 10)
+            with open(os.path.join(tmp, "skipped.txt"), "w") as f:
+                f.write("not python")
+            corpus = text.load_stdlib(
+                directory=tmp, validation_every=2, max_file_bytes=3
+            )
+        self.assertEqual(corpus.source.validation_files, ("m0.py", "m2.py"))
+        self.assertEqual(bytes(corpus.validation), b"AAA\nCCC\n")
+        self.assertEqual(bytes(corpus.train), b"BBB\nDDD\n")
+
+    def test_windows_are_next_byte_pairs_and_seeded(self):
+        corpus = _corpus()
+        x, y = text.windows(corpus.train, 5, 16, np.random.default_rng(0))
+        self.assertEqual(x.shape, (5, 16))
+        self.assertEqual(x.dtype, np.int32)
+        np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+        a = list(text.batches(corpus.train, 4, 8, seed=3, steps=3))
+        b = list(text.batches(corpus.train, 4, 8, seed=3, steps=3))
+        c = list(text.batches(corpus.train, 4, 8, seed=4, steps=3))
+        _utils.assert_trees_equal(a, b)
+        self.assertFalse(np.array_equal(a[0][0], c[0][0]))
+
+
+class TransformerTest(absltest.TestCase):
+    def test_shapes_and_causality(self):
+        model = models.NNXTransformer(
+            context=16, d_model=16, num_heads=2, num_blocks=2, rngs=nnx.Rngs(0)
+        )
+        x = jnp.asarray(
+            np.random.default_rng(0).integers(0, 256, (2, 16)), jnp.int32
+        )
+        logits = model(x)
+        self.assertEqual(logits.shape, (2, 16, 256))
+        # A later byte changes no earlier position's logits.
+        changed = model(x.at[:, 10].set((x[:, 10] + 1) % 256))
+        np.testing.assert_allclose(logits[:, :10], changed[:, :10], atol=1e-6)
+        self.assertFalse(np.allclose(logits[:, 10:], changed[:, 10:]))
+        with self.assertRaisesRegex(ValueError, "exceed the context"):
+            model(jnp.zeros((1, 17), jnp.int32))
+        # The layers take Flax's compute dtype.
+        half = models.NNXTransformer(
+            context=16,
+            d_model=16,
+            num_heads=2,
+            num_blocks=1,
+            dtype=jnp.bfloat16,
+            rngs=nnx.Rngs(0),
+        )
+        self.assertEqual(half(x).dtype, jnp.bfloat16)
+        self.assertEqual(
+            nnx.state(half, nnx.Param)["head"]["kernel"][...].dtype,
+            jnp.float32,
+        )
+
+    def test_o0_is_plain_optax_bit_for_bit(self):
+        workload = _workload()
+        plain = lm.plain_step(workload.model(0), workload.optimizer())
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=workload.optimizer(),
+            model=workload.model(0),
+            loss=models.cross_entropy,
+        )
+        ours = lm.train(
+            ts, ts.init(workload.model(0)), workload, seed=0, steps=10
+        )
+        theirs = lm.train(
+            plain.step,
+            plain.init(workload.model(0)),
+            workload,
+            seed=0,
+            predict=plain.predict,
+            steps=10,
+        )
+        _utils.assert_trees_equal(ours.state.params, theirs.state.params)
+        self.assertEqual(ours.curve, theirs.curve)
+        self.assertLess(ours.final_loss, np.log(256))
+        self.assertEqual(lm.steps_to(ours.curve, ours.final_loss), 10)
+        self.assertIsNone(lm.steps_to(ours.curve, 0.0))
+
+    def test_less_bn_says_it_found_no_batch_norm(self):
+        workload = _workload()
+        model, x = workload.model(0), workload.sample_inputs
+        report = boostax.less_bn_report(model, x)
+        self.assertFalse(report.found_batch_norm)
+        self.assertEqual(
+            str(report),
+            "LessBN found no BatchNorm in the model (it removes BatchNorms "
+            "only; LayerNorm, GroupNorm and RMSNorm stay), none removed.",
+        )
+        with self.assertWarnsRegex(
+            UserWarning, "found no BatchNorm in the model.*returned unchanged"
+        ):
+            self.assertIs(boostax.less_bn(model, x), model)
+        # With the FN head, the head is still replaced, and the report says
+        # so beside the missing BatchNorm.
+        with_head = str(boostax.less_bn_report(model, x, fn_flag=True))
+        self.assertIn("found no BatchNorm", with_head)
+        self.assertIn("FN head replaces dense layer head", with_head)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            reduced = boostax.less_bn(model, x, fn_flag=True)
+        self.assertIsInstance(reduced.head, boostax.NNXFNHead)
+
+    def test_freezing_groups_follow_call_order(self):
+        workload = _workload()
+        groups = boostax.split_parameters_groups(
+            workload.model(0), 3, sample_inputs=workload.sample_inputs
+        )
+        # Group 0 is everything; later groups are suffixes ending in the
+        # head (call order, not sorted names: "head" sorts before "ln").
+        self.assertEqual(groups[0][0], ("tokens", "embedding"))
+        for group in groups[1:]:
+            self.assertEqual(group[-1], ("head", "bias"))
+            self.assertEqual(group, groups[0][-len(group) :])
+        self.assertGreater(len(groups[1]), len(groups[2]))
+
+
+if __name__ == "__main__":
+    absltest.main()
