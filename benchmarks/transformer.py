@@ -140,6 +140,7 @@ ARMS: dict[str, ArmSpec] = {
 # learning rates. AdaSum sums nearly orthogonal updates of 8 devices, which
 # takes larger steps than averaging: is its gain a learning rate's?
 CONTROLS: dict[str, ArmSpec] = {
+    "O0 lr x0.5": ArmSpec(learning_rate_scale=0.5),
     "O0 lr x2": ArmSpec(learning_rate_scale=2.0),
     "O0 lr x4": ArmSpec(learning_rate_scale=4.0),
 }
@@ -584,6 +585,12 @@ def main(argv=None) -> dict:
         help="training steps (default: the workload's, 500)",
     )
     parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help="AdamW's peak learning rate (default: the workload's)",
+    )
+    parser.add_argument(
         "--arms",
         nargs="+",
         default=list(ARMS),
@@ -605,6 +612,10 @@ def main(argv=None) -> dict:
     workload = lm.Workload.quick(corpus) if args.quick else lm.Workload(corpus)
     if args.budget:
         workload = dataclasses.replace(workload, steps=args.budget)
+    if args.learning_rate:
+        workload = dataclasses.replace(
+            workload, learning_rate=args.learning_rate
+        )
     mesh = None
     if any(spec.mesh for spec in specs.values()):
         # Before the backend starts: 8 simulated CPU devices.

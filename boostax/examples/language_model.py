@@ -64,7 +64,10 @@ class Workload:
     num_blocks: int = 2
     batch_size: int = 32
     steps: int = 500
-    learning_rate: float = 3e-3
+    # 4x the first choice (3e-3), which the learning-rate controls of
+    # benchmarks/transformer.py found too low for the budget
+    # (results/transformer_adasum_lr3e-3.json: 2.13 -> 1.86 final loss).
+    learning_rate: float = 1.2e-2
     warmup_steps: int = 25
     weight_decay: float = 0.01
     eval_every: int = 20
