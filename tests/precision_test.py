@@ -513,5 +513,57 @@ class CompositionTest(parameterized.TestCase):
         self.assertGreater(int(metrics["dim_reduce_trials"]), 0)
 
 
+class TransformerTest(parameterized.TestCase):
+    def test_reference_attention_is_flaxs(self):
+        rng = np.random.default_rng(0)
+        q, k, v = (
+            jnp.asarray(rng.normal(size=(2, 8, 2, 4)), jnp.float32)
+            for _ in range(3)
+        )
+        mask = nnx.make_causal_mask(jnp.zeros((2, 8)))
+        np.testing.assert_allclose(
+            models.reference_attention(q, k, v, mask=mask),
+            nnx.dot_product_attention(q, k, v, mask=mask),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+    @parameterized.named_parameters(
+        ("bfloat16", "bfloat16", BF16), ("float16", "O2", F16)
+    )
+    def test_decoder_in_half_precision(self, precision, dtype):
+        def model():
+            return models.NNXTransformer(
+                context=16,
+                d_model=32,
+                num_heads=2,
+                num_blocks=1,
+                attention_fn=models.reference_attention,
+                rngs=nnx.Rngs(0),
+            )
+
+        tokens = np.random.default_rng(0).integers(0, 256, (8, 17))
+        batch = (tokens[:, :-1], tokens[:, 1:])
+        saved = {}
+        for policy in (None, precision):
+            ts = boostax.make_train_step(
+                optax.adamw(1e-3),
+                model=model(),
+                loss=models.cross_entropy,
+                precision=policy,
+            )
+            state = ts.init(model())
+            found = boostax.step_bytes(ts, state, batch)
+            saved[policy] = found.saved_activation_bytes
+        # Every matmul (embeddings are gathers) in the compute dtype, the
+        # softmax of the attention and of the loss in float32.
+        self.assertEqual(set(found.compute_dtypes["dot_general"]), {dtype.name})
+        self.assertLessEqual(saved[precision], 0.55 * saved[None])
+        for _ in range(3):
+            state, metrics = ts(state, batch)
+        self.assertEqual(_dtypes(state.params), {F32})
+        self.assertTrue(np.isfinite(float(metrics["loss"])))
+
+
 if __name__ == "__main__":
     absltest.main()
