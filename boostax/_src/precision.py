@@ -7,19 +7,18 @@ state (BatchNorm statistics) in float32 and runs the model in a half
 precision *compute dtype*::
 
     inputs   -> compute dtype            (floating leaves of the inputs)
-    layers   -> dtype = compute dtype    (every Flax layer: it casts its own
+    layers   -> dtype = compute dtype    (every Flax layer but the
+                                          normalisations: it casts its own
                                           float32 parameters and inputs)
     outputs  -> float32                  (the loss is computed in float32)
     grads    :  float32                  (the transpose of each cast)
 
 so the optimizer, accumulation, DimReduce and the loss scales see float32
-gradients, as with float32 training. Flax's normalisation layers compute
-their mean and variance in float32 whatever their ``dtype``
-(``force_float32_reductions``), and with float32 parameters their
-normalisation arithmetic promotes to float32 too: only their output is in
-the compute dtype (MindSpore's ``keep_batchnorm_fp32``, whose output is cast
-back to float16). A layer whose class is named in ``float32_modules`` runs
-entirely in float32.
+gradients, as with float32 training. Flax's normalisation layers
+(`NORMALIZATION_LAYERS`) run in float32 under O2 (MindSpore's
+``keep_batchnorm_fp32``): parameters, statistics and arithmetic; the next
+layer casts their output to the compute dtype. A layer whose class is named
+in ``float32_modules`` runs entirely in float32 too.
 
 MindSpore's amp levels by name (`precision_policy`):
 
@@ -64,6 +63,11 @@ COMPUTE_DTYPES = {
     "float16": jnp.dtype(jnp.float16),
 }
 LEVELS = ("O0", "O2", "O3")
+# Flax's normalisation layers (Linen and NNX): float32 under O2. (NNX's
+# cast their scale and bias to their ``dtype``: float32 keeps them whole.)
+NORMALIZATION_LAYERS = frozenset(
+    {"BatchNorm", "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm"}
+)
 LOSS_SCALES = (None, "dynamic")
 # A float16 backward needs its gradients scaled up into float16's range;
 # 2**15 is the start jmp and Flax's DynamicScale use (MindSpore: 2**24,
@@ -96,9 +100,10 @@ class PrecisionPolicy:
     Args:
       compute_dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
       cast_params: cast every parameter to `compute_dtype` before the
-        forward (MindSpore's O3: normalisation parameters too). ``False``:
-        each Flax layer casts its own (its ``dtype``), normalisation layers
-        keep float32 parameters in their arithmetic (O2).
+        forward, and run normalisation layers in it too (MindSpore's O3;
+        Flax still reduces their statistics in float32). ``False``: each
+        Flax layer casts its own (its ``dtype``), normalisation layers run
+        in float32 (O2).
       float32_modules: class names of layers that run entirely in float32
         (their ``dtype`` set to float32), e.g. ``("Dense",)`` for a last
         layer whose logits need float32's range.
@@ -170,7 +175,12 @@ class PrecisionPolicy:
 
     def module_dtype(self, module: Any) -> jnp.dtype:
         """The ``dtype`` a layer computes in under this policy."""
-        if type(module).__name__ in self.float32_modules:
+        name = type(module).__name__
+        if name in self.float32_modules:
+            return FLOAT32
+        if name in NORMALIZATION_LAYERS and not self.cast_params:
+            # O2 (MindSpore's keep_batchnorm_fp32): parameters, statistics
+            # and arithmetic in float32; the next layer casts the output.
             return FLOAT32
         return self.compute_dtype
 
