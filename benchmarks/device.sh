@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The speed benchmarks on an accelerator, in under 8 minutes.
+# The speed benchmarks on an accelerator, in under 10 minutes.
 #
 #   bash benchmarks/device.sh [gpu|tpu]     (default gpu)
 #
 # In order of importance, each with its own time limit (so one slow
 # benchmark cannot eat the others' time):
+#   0. mixed precision: interleaved step time and XLA's temporary (peak)
+#      memory of each precision policy against float32, on both workloads
+#      (static figures only; the training runs are the CPU's):
+#      results/precision_<device>.json;
 #   1. the budget protocol on the CIFAR-shaped workload (plain Optax, O1, the
 #      recipe; 3 seeds, 5 at the full budget; no cold-compile probes: on an
 #      H200 they took over a minute, and 3 has the compile waits):
@@ -27,6 +31,9 @@ out=benchmarks/results
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 "$python" -c "import jax; print('jax', jax.__version__, jax.devices('$device'))" || exit 1
 start=$SECONDS
+timeout 100 "$python" benchmarks/precision.py --device "$device" \
+  --skip-training --out "$out/precision_$device.json"
+echo "== precision done at $((SECONDS - start)) s (rc $?)"
 timeout 230 "$python" benchmarks/speedup.py --budgets --device "$device" \
   --skip-compilation --out "$out/speedup_budgets_$device.json"
 echo "== budgets done at $((SECONDS - start)) s (rc $?)"
@@ -34,7 +41,7 @@ timeout 170 "$python" benchmarks/speedup.py --budgets --budget-ablation \
   --device "$device" --reuse-plain "$out/speedup_budgets_$device.json" \
   --out "$out/speedup_budgets_ablation_$device.json"
 echo "== budget ablation done at $((SECONDS - start)) s (rc $?)"
-left=$((470 - (SECONDS - start)))
+left=$((570 - (SECONDS - start)))
 if [ "$left" -gt 40 ]; then
   timeout "$left" "$python" benchmarks/speedup.py --device "$device" \
     --seeds 1 --o2-workloads --skip-compilation --no-compilation-cache \

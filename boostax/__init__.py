@@ -51,7 +51,6 @@ from boostax._src.cost import ACCELERATORS as ACCELERATORS
 from boostax._src.cost import Accelerator as Accelerator
 from boostax._src.cost import CostReport as CostReport
 from boostax._src.cost import ExecutableCost as ExecutableCost
-from boostax._src.cost import collective_bytes as collective_bytes
 from boostax._src.cost import cost_report as cost_report
 from boostax._src.cost import executable_cost as executable_cost
 from boostax._src.data_parallel import DataParallel as DataParallel
@@ -109,12 +108,20 @@ from boostax._src.pca_file import (
 )
 from boostax._src.pca_file import load_pca_matrix as load_pca_matrix
 from boostax._src.pca_file import save_pca_matrix as save_pca_matrix
+from boostax._src.precision import PrecisionPolicy as PrecisionPolicy
+from boostax._src.precision import precision_policy as precision_policy
 from boostax._src.snapshots import Trajectory as Trajectory
 from boostax._src.snapshots import flatten_params as flatten_params
 from boostax._src.snapshots import load_trajectory as load_trajectory
 from boostax._src.snapshots import save_snapshot as save_snapshot
 from boostax._src.step_builder import StepBuilder as StepBuilder
 from boostax._src.step_builder import StepPlan as StepPlan
+from boostax._src.step_bytes import SavedActivations as SavedActivations
+from boostax._src.step_bytes import StepBytes as StepBytes
+from boostax._src.step_bytes import collective_bytes as collective_bytes
+from boostax._src.step_bytes import compute_dtypes as compute_dtypes
+from boostax._src.step_bytes import saved_activations as saved_activations
+from boostax._src.step_bytes import step_bytes as step_bytes
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
@@ -165,9 +172,12 @@ __all__ = (
     "Objective",
     "PCAMatrixTimeoutError",
     "PlainRecipe",
+    "PrecisionPolicy",
     "RemovedBatchNorm",
+    "SavedActivations",
     "StaticLossScale",
     "StepBuilder",
+    "StepBytes",
     "StepPlan",
     "TrainState",
     "TrainStep",
@@ -181,6 +191,7 @@ __all__ = (
     "boost_config",
     "centralize_gradients",
     "collective_bytes",
+    "compute_dtypes",
     "cost_report",
     "dim_reduce",
     "enhanced_amp",
@@ -205,12 +216,15 @@ __all__ = (
     "paired_ratio",
     "pca_components",
     "pca_matrix",
+    "precision_policy",
     "progressive_freeze_steps",
     "recipe",
     "save_pca_matrix",
     "save_snapshot",
+    "saved_activations",
     "scale_by_freeze_out",
     "split_parameters_groups",
+    "step_bytes",
     "to_flax_train_state",
     "with_gradient_centralization",
 )

@@ -56,8 +56,8 @@ class BenchmarksTest(parameterized.TestCase):
         for command in commands:
             name = re.search(r"benchmarks/(\w+)\.py", command).group(1)
             used[name] = set(re.findall(r"(--[a-z][a-z-]*)", command))
-        self.assertEqual(set(used), {"speedup"})
-        self.assertLen(commands, 3)
+        self.assertEqual(set(used), {"precision", "speedup"})
+        self.assertLen(commands, 4)
         # Every script's --help, from one process (one JAX import).
         names = sorted(used)
         helped = subprocess.run(

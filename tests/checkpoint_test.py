@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
-from absl.testing import absltest
+from absl.testing import absltest, parameterized
 
 import boostax
 from tests import _utils
@@ -43,7 +43,7 @@ CONFIG = {
 }
 
 
-def _train_step():
+def _train_step(precision=None):
     return boostax.auto_boost(
         "O2",
         CONFIG,
@@ -53,19 +53,24 @@ def _train_step():
             loss_scale_value=2.0**12, scale_window=2
         ),
         mesh=jax.make_mesh((8,), ("data",)),
+        precision=precision,
     )
 
 
-class CheckpointTest(absltest.TestCase):
-    def test_o2_with_loss_scaling_resumes_exactly(self):
+class CheckpointTest(parameterized.TestCase):
+    @parameterized.named_parameters(
+        ("float32", None),
+        ("float16", "O2"),  # MindSpore's amp_level="O2" beside boost O2
+    )
+    def test_o2_with_loss_scaling_resumes_exactly(self, precision):
         batches = [problem._batch(seed) for seed in range(6)]
-        ts = _train_step()
+        ts = _train_step(precision)
         state = ts.init(_params())
         for batch in batches:
             state, _ = ts(state, batch)
         uninterrupted = state
 
-        first = _train_step()
+        first = _train_step(precision)
         state = first.init(_params())
         for batch in batches[:3]:
             state, _ = first(state, batch)
@@ -75,7 +80,7 @@ class CheckpointTest(absltest.TestCase):
                 checkpointer.save(path, state)
             # A new process would rebuild the step and restore into the
             # shapes and shardings of a fresh state.
-            second = _train_step()
+            second = _train_step(precision)
             target = jax.tree.map(
                 ocp.utils.to_shape_dtype_struct,
                 second.init(_params()),

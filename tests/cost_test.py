@@ -12,7 +12,7 @@ from absl.testing import absltest
 from flax import nnx
 
 import boostax
-from boostax._src import cost as cost_lib
+from boostax._src import step_bytes as step_bytes_lib
 from boostax.examples import models
 from tests import _utils
 
@@ -72,7 +72,7 @@ class CollectiveBytesTest(absltest.TestCase):
         )
 
     def test_replica_groups(self):
-        groups = cost_lib.replica_groups
+        groups = step_bytes_lib.replica_groups
         self.assertEqual(
             groups("x, replica_groups={{0,2},{1,3}}, y"), [[0, 2], [1, 3]]
         )

@@ -32,6 +32,7 @@ from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
+from boostax._src import precision as precision_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src import trajectory as trajectory_lib
 
@@ -469,6 +470,7 @@ def auto_boost(
     sample_inputs: Any = None,
     seed: int = 0,
     loss_scale: Any = None,
+    precision: Any = None,
     mesh: Mesh | None = None,
     pca_matrix: Any = None,
     trajectory: Any = None,
@@ -512,6 +514,12 @@ def auto_boost(
         ``loss_scale_group`` a `GroupLossScaleManager` / `GroupLossScale`;
         an overflowing step is skipped and `metrics` gets ``overflow`` and
         ``loss_scale``.
+      precision: mixed precision, as MindSpore's ``amp_level``: ``"O0"``
+        (float32), ``"O2"`` (float16 with normalisation statistics and the
+        loss in float32, and a dynamic loss scale unless `loss_scale` is
+        given), ``"O3"`` (all parameters cast), ``"bfloat16"`` (O2 in
+        bfloat16, no loss scale), or a `PrecisionPolicy`. Parameters,
+        optimizer and model state stay float32. ``None``: float32.
       mesh: a ``jax.sharding.Mesh`` to train data-parallel on: the batch is
         split over its devices, parameters replicated, gradients averaged —
         or, with AdaSum on (O2), averaged within each node of
@@ -613,6 +621,7 @@ def auto_boost(
     if sample_inputs is not None:
         _check_sample_inputs(sample_inputs)
     loss_scale = loss_scale_from_config(boost_config, loss_scale)
+    precision = precision_lib.get_policy(precision)
     convert_variables, less_bn_report = None, None
     model_options = dict(
         batch_keys=batch_keys,
@@ -688,6 +697,7 @@ def auto_boost(
         skip_nonfinite=skip_nonfinite,
         max_consecutive_skips=max_consecutive_skips,
         raise_on_skips=raise_on_skips,
+        precision=precision,
     )
     train_step.less_bn_report = less_bn_report
     train_step.plain_recipe = plain

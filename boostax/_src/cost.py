@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import re
 import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -34,6 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import step_bytes as step_bytes_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src import validation
 
@@ -121,109 +121,6 @@ DEFAULT_ACCELERATOR = "NVIDIA H200"
 # --------------------------------------------------------------------------
 # One executable.
 # --------------------------------------------------------------------------
-
-_DTYPE_BYTES = {
-    "pred": 1,
-    "s8": 1,
-    "u8": 1,
-    "bf16": 2,
-    "f16": 2,
-    "s16": 2,
-    "u16": 2,
-    "f32": 4,
-    "s32": 4,
-    "u32": 4,
-    "f64": 8,
-    "s64": 8,
-    "u64": 8,
-}
-_COLLECTIVE = re.compile(
-    r"=\s*(?P<out>\([^=]*?\)|\w+\[[\d,]*\](?:\{[\d,]*\})?)\s+"
-    r"(?P<op>collective-permute|all-gather|all-reduce|reduce-scatter|"
-    r"all-to-all)(?:-start)?\("
-)
-
-
-def _shape_bytes(text: str) -> int:
-    return sum(
-        _DTYPE_BYTES[dtype]
-        * int(np.prod([int(d) for d in dims.split(",") if d]))
-        for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", text)
-        if dtype in _DTYPE_BYTES
-    )
-
-
-_GROUPS = re.compile(r"replica_groups=\{(\{[\d,]*\}(?:,\{[\d,]*\})*)?\}")
-_IOTA = re.compile(
-    r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?"
-)
-
-
-def _ints(text: str) -> list[int]:
-    return [int(v) for v in text.split(",") if v]
-
-
-def replica_groups(line: str) -> list[list[int]]:
-    """The device groups of one HLO collective: listed (``{{0,1},{2,3}}``)
-    or as an iota (``[2,2]<=[4]``, ``[2,2]<=[2,2]T(1,0)``); ``[]`` when the
-    line lists none."""
-    m = _IOTA.search(line)
-    if m:
-        ids = np.arange(np.prod(_ints(m.group(2)))).reshape(_ints(m.group(2)))
-        if m.group(3):
-            ids = ids.transpose(_ints(m.group(3)))
-        return ids.reshape(_ints(m.group(1))).tolist()
-    m = _GROUPS.search(line)
-    if m and m.group(1):
-        return [_ints(g) for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
-    return []
-
-
-def _group_size(line: str) -> int:
-    groups = replica_groups(line)
-    return len(groups[0]) if groups else 1
-
-
-def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
-    """Bytes one device sends in the collectives of compiled HLO, and counts.
-
-    Per collective, with ``g`` devices in its group and ``n`` the bytes of
-    its result: collective-permute sends ``n``; all-gather (ring)
-    ``n (g - 1) / g``; all-reduce (ring) ``2 n (g - 1) / g``; reduce-scatter
-    ``n (g - 1)``; all-to-all ``n``.
-
-    Args:
-      hlo: the text of a compiled executable (``compiled.as_text()``).
-
-    Returns:
-      ``(bytes sent per device, {collective: count})``.
-
-    Example:
-      >>> import boostax
-      >>> hlo = ("%ar = f32[256]{0} all-reduce(f32[256]{0} %g), "
-      ...        "replica_groups={{0,1,2,3}}, to_apply=%add")
-      >>> boostax.collective_bytes(hlo)
-      (1536.0, {'all-reduce': 1})
-    """
-    validation.check_str("hlo", hlo, allow_empty=True)
-    total, counts = 0.0, {}
-    for line in hlo.splitlines():
-        line = re.sub(r"/\*.*?\*/", "", line)  # /*index=5*/ in tuples
-        m = _COLLECTIVE.search(line)
-        if not m:
-            continue
-        op, size = m.group("op"), _shape_bytes(m.group("out"))
-        counts[op] = counts.get(op, 0) + 1
-        g = _group_size(line)
-        if op == "all-gather":
-            total += size * (g - 1) / g
-        elif op == "all-reduce":
-            total += 2 * size * (g - 1) / g
-        elif op == "reduce-scatter":
-            total += size * (g - 1)
-        else:  # collective-permute, all-to-all
-            total += size
-    return total, counts
 
 
 class _ExecutableCostFields(NamedTuple):
@@ -313,7 +210,7 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
     if isinstance(analysis, list):  # older JAX: one dict per computation
         analysis = analysis[0] if analysis else {}
     memory = compiled.memory_analysis()
-    sent, counts = collective_bytes(compiled.as_text())
+    sent, counts = step_bytes_lib.collective_bytes(compiled.as_text())
 
     def read(name):
         return int(getattr(memory, name, 0) or 0)
@@ -356,6 +253,14 @@ class CostReport:
       accelerator: the `Accelerator` of the projection.
       less_bn: LessBN's `LessBNReport`, or ``None`` when it is off.
       algorithms: the boost algorithms switched on.
+      step_bytes: ``{name: StepBytes}``: the dtype-aware bytes read before
+        compilation (activations saved for the backward pass, collective
+        bytes of the lowered step, the dtypes of its convolutions and
+        matmuls), for every executable whose step is a `TrainStep`; their
+        weighted means are ``weighted["saved_activation_bytes"]`` and
+        ``weighted["lowered_collective_bytes"]`` (ratios ``None`` when the
+        baseline is not a `TrainStep`). These, not the CPU's cost analysis,
+        show what a precision policy saves.
     """
 
     executables: dict[str, ExecutableCost]
@@ -366,6 +271,9 @@ class CostReport:
     accelerator: Accelerator
     less_bn: Any = None
     algorithms: tuple[str, ...] = ()
+    step_bytes: dict[str, step_bytes_lib.StepBytes] = dataclasses.field(
+        default_factory=dict
+    )
 
     def __post_init__(self):
         validation.check_instance(
@@ -410,6 +318,9 @@ class CostReport:
                     "compile_seconds": self.compile_seconds.get(name),
                 }
                 for name, cost in self.executables.items()
+            },
+            "step_bytes": {
+                name: found._asdict() for name, found in self.step_bytes.items()
             },
             "weighted": dict(self.weighted),
             "ratios": dict(self.ratios),
@@ -472,6 +383,7 @@ class CostReport:
             f"projected step time on {self.accelerator.name} (roofline, "
             f"not measured): {r['projected_step_time']:.3f}x plain",
         ]
+        lines += self._saved_lines()
         if self.less_bn is not None:
             removed = len(self.less_bn.removed)
             lines.append(
@@ -484,6 +396,32 @@ class CostReport:
                 )
             )
         return "\n".join(lines)
+
+    def _saved_lines(self) -> list[str]:
+        """Saved activations per executable, with their dtypes."""
+        if not self.step_bytes:
+            return []
+        lines = ["activations saved for the backward pass (by dtype):"]
+        plain = self.step_bytes.get("plain")
+        for name, found in self.step_bytes.items():
+            dtypes = ", ".join(
+                f"{dtype} {size / 1e6:.2f}"
+                for dtype, size in sorted(found.saved_by_dtype.items())
+            )
+            ratio = (
+                ""
+                if plain is None
+                else " ("
+                + _ratio(
+                    found.saved_activation_bytes, plain.saved_activation_bytes
+                )
+                + "x plain)"
+            )
+            lines.append(
+                f"  {name:<10} {found.saved_activation_bytes / 1e6:.2f} MB"
+                f"{ratio}: {dtypes}"
+            )
+        return lines
 
 
 def _ratio(value: float, reference: float) -> str:
@@ -649,8 +587,8 @@ def cost_report(
         }
     )
 
-    def mean(field):
-        return sum(shares[k] * getattr(costs[names[k]], field) for k in names)
+    def mean(field, table=costs):
+        return sum(shares[k] * getattr(table[names[k]], field) for k in names)
 
     weighted = {
         "flops": mean("flops"),
@@ -658,6 +596,18 @@ def cost_report(
         "collective_bytes": mean("collective_bytes"),
         "temp_bytes": max(costs[names[k]].temp_bytes for k in names),
     }
+    found = {
+        names[k]: step_bytes_lib.step_bytes(train_step, state, batch, k)
+        for k in names
+    }
+    if isinstance(baseline, train_step_lib.TrainStep):
+        found["plain"] = step_bytes_lib.step_bytes(
+            baseline, baseline_state, batch
+        )
+    for field in ("saved_activation_bytes", "collective_bytes"):
+        weighted[field if field[0] == "s" else "lowered_" + field] = mean(
+            field, found
+        )
     plain = costs["plain"]
     projected = sum(
         shares[k]
@@ -668,7 +618,12 @@ def cost_report(
     ) / accelerator.seconds(plain.flops, plain.bytes_accessed)
 
     def ratio(field, value):
-        reference = getattr(plain, field)
+        if field in ("saved_activation_bytes", "lowered_collective_bytes"):
+            if "plain" not in found:
+                return None
+            reference = getattr(found["plain"], field.replace("lowered_", ""))
+        else:
+            reference = getattr(plain, field)
         return value / reference if reference else None
 
     config = train_step.config
@@ -686,4 +641,5 @@ def cost_report(
         algorithms=()
         if config is None
         else tuple(a for a in config_lib.ALGORITHMS if config.is_enabled(a)),
+        step_bytes=found,
     )

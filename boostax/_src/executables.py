@@ -110,6 +110,10 @@ class Executables:
             )
         return self._jitted[key]
 
+    def trace(self, key: Key, state, batch) -> jax.stages.Traced:
+        """Traces `key`'s step for `state` and `batch` (placed batch)."""
+        return self.jitted(key).trace(state, batch)
+
     def lower(self, key: Key, state, batch) -> jax.stages.Lowered:
         """Lowers `key`'s step for `state` and `batch` (placed batch)."""
         return self.jitted(key).lower(state, batch)

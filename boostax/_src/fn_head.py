@@ -40,8 +40,12 @@ def full_normalization(
     Each sample is L2-normalized over its features and each output unit's
     weight vector over its fan-in (``kernel`` is ``(in, out)``), so the
     logits are cosine similarities scaled by the learned `multiplier`.
-    Squared norms are clamped at 1e-4.
+    Squared norms are clamped at 1e-4. Computed in at least float32 (in a
+    half-precision step too: half precision's 1e-4 clamp and sums of
+    squares lose the cosines' precision).
     """
+    dtype = jnp.promote_types(jnp.result_type(x, kernel), jnp.float32)
+    x, kernel = x.astype(dtype), kernel.astype(dtype)
     scale = jnp.reshape(multiplier, ())  # stored as (1,), like MindSpore's
     return scale * (l2_normalize(x, -1) @ l2_normalize(kernel, 0))
 

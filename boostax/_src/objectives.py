@@ -46,6 +46,7 @@ import numpy as np
 from flax import linen as nn
 from flax import nnx
 
+from boostax._src import precision as precision_lib
 from boostax._src import validation
 from boostax._src.model_graph import accepts_train
 
@@ -416,8 +417,12 @@ class LinenObjective:
             name: jax.random.fold_in(rng, i)
             for i, name in enumerate(self.rng_collections)
         }
+        policy = precision_lib.current()
+        if policy is not None:
+            params = policy.cast_parameters(params)
+            inputs = policy.cast_inputs(inputs)
         variables = self.merge(params, model_state)
-        with _linen_axis_names():
+        with _linen_axis_names(), precision_lib.linen_layer_dtypes(policy):
             if model_state:
                 outputs, new_state = self.module.apply(
                     variables,
@@ -432,6 +437,8 @@ class LinenObjective:
                     variables, inputs, rngs=rngs, **self.train_kwargs
                 )
                 new_state = model_state
+        if policy is not None:
+            outputs = policy.cast_outputs(outputs)
         value, metrics = _call_loss(self.loss, self.has_aux, outputs, targets)
         return value, (new_state, metrics)
 
@@ -513,11 +520,18 @@ class NNXObjective:
     def loss_fn(self, params, model_state, batch, rng):
         del rng  # NNX modules carry their own RNG streams in model_state.
         inputs, targets = inputs_and_targets(batch, self.batch_keys)
+        policy = precision_lib.current()
+        if policy is not None:
+            params = policy.cast_parameters(params)
+            inputs = policy.cast_inputs(inputs)
         module = self.merge(params, model_state)
         module.train()
         _map_nnx_axis_names(module)
+        precision_lib.set_nnx_layer_dtypes(module, policy)
         outputs = module(inputs, **self.train_kwargs)
         _, _, new_state = nnx.split(module, nnx.Param, ...)
+        if policy is not None:
+            outputs = policy.cast_outputs(outputs)
         value, metrics = _call_loss(self.loss, self.has_aux, outputs, targets)
         return value, (new_state, metrics)
 
@@ -560,9 +574,18 @@ class FunctionObjective:
 
     def loss_fn(self, params, model_state, batch, rng):
         del rng
+        policy = precision_lib.current()
+        if policy is not None:
+            # No layers to cast their own: the parameters and every
+            # floating leaf of the batch are cast, the loss comes back in
+            # float32.
+            params = precision_lib.cast_floating(params, policy.compute_dtype)
+            batch = policy.cast_inputs(batch)
         value, metrics = _loss_result(
             self.loss(params, batch), self.has_aux, "loss_fn"
         )
+        if policy is not None:
+            value = policy.cast_outputs(value)
         return value, (model_state, metrics)
 
     def predict(self, params, model_state, inputs):

@@ -41,6 +41,7 @@ from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
+from boostax._src import precision as precision_lib
 from boostax._src import step_checks, tree_utils, validation
 from boostax._src.train_state import AlgorithmStates, TrainState
 
@@ -91,6 +92,10 @@ class StepBuilder:
       data_parallel: a `DataParallel` plan, or ``None`` (one device).
       skip_nonfinite: without a loss scale, skip a step whose gradients are
         not finite.
+      precision: a `PrecisionPolicy` or its name (`get_policy`): the dtype
+        the forward and backward pass run in; ``None``: float32. A policy
+        whose ``loss_scale`` is ``"dynamic"`` brings a `DynamicLossScale`
+        (starting at 2**15) when `loss_scale` is ``None``.
 
     Attributes:
       trace_count: how many step functions have been traced (each jit of
@@ -108,6 +113,7 @@ class StepBuilder:
         | None = None,
         data_parallel: data_parallel_lib.DataParallel | None = None,
         skip_nonfinite: bool = False,
+        precision: Any = None,
     ):
         validation.check_optimizer("optimizer", optimizer)
         loss_scale_lib.check_loss_scale(loss_scale)
@@ -119,6 +125,17 @@ class StepBuilder:
                 "`data_parallel` must be a boostax.DataParallel, got "
                 f"{type(data_parallel).__name__}."
             )
+        precision = precision_lib.get_policy(precision)
+        step_checks.check_precision(precision, data_parallel)
+        if (
+            loss_scale is None
+            and precision is not None
+            and precision.loss_scale == "dynamic"
+        ):
+            loss_scale = loss_scale_lib.DynamicLossScale(
+                precision_lib.POLICY_LOSS_SCALE
+            )
+        self.precision = precision
         self.objective = objective
         self.optimizer = optimizer
         self.loss_scale = loss_scale
@@ -262,14 +279,10 @@ class StepBuilder:
         )
         return mask, trainable, frozen
 
-    def _step(self, plan: StepPlan, state: TrainState, batch, depth):
-        with self._count_lock:
-            self.trace_count += 1
-        dp = self.data_parallel
-        rng = jax.random.fold_in(state.rng, state.step)
-        if dp is not None:  # each device its own dropout masks
-            rng = jax.random.fold_in(rng, dp.device_index())
-        mask, trainable, frozen = self._split(plan, state.params, depth)
+    def _loss_function(self, state: TrainState, batch, rng, frozen, dp):
+        """``loss_fn(trainable) -> (scaled loss, (loss, model_state,
+        metrics))``: what the step differentiates (`dp`: its data-parallel
+        plan, ``None`` on one device)."""
         scaler, scale_state = self.loss_scale, state.algorithms.loss_scale
 
         def loss_fn(params):
@@ -278,6 +291,7 @@ class StepBuilder:
             with (
                 scaler.context(scale_state) if scaler else _no_context(),
                 objectives_lib.data_axes(dp.axes if dp else ()),
+                precision_lib.computing_in(self.precision),
             ):
                 value, (model_state, metrics) = self.objective.loss_fn(
                     params, state.model_state, batch, rng
@@ -287,12 +301,53 @@ class StepBuilder:
             )
             return scaled, (value, model_state, metrics)
 
+        if self.precision is not None and self.precision.recomputes:
+            return jax.checkpoint(
+                loss_fn, policy=precision_lib.save_half_precision
+            )
+        return loss_fn
+
+    def differentiated(self, state: TrainState, batch, depth=None):
+        """``(loss_fn, trainable)``: the function the step at freeze `depth`
+        differentiates, and its argument (the trainable parameters).
+
+        ``loss_fn(trainable)`` returns ``(scaled loss, aux)``, with the
+        precision policy and loss scale of the step applied; on one device
+        (a data-parallel model's collectives over its own axes become local
+        ones). For inspection: `boostax.saved_activations` reads the
+        activations its backward pass keeps.
+        """
+        plan = self.plan(state.params)
+        rng = jax.random.fold_in(state.rng, state.step)
+        _, trainable, frozen = self._split(plan, state.params, depth)
+        loss_fn = self._loss_function(state, batch, rng, frozen, dp=None)
+        return loss_fn, trainable
+
+    def _reduce_gradients(self, grads):
+        """The data-parallel reduction, in the policy's `reduce_dtype`."""
+        dtype = None if self.precision is None else self.precision.reduce_dtype
+        if dtype is None or dtype == precision_lib.FLOAT32:
+            return self.data_parallel.reduce_gradients(grads)
+        sent = precision_lib.cast_floating(grads, dtype)
+        reduced = self.data_parallel.reduce_gradients(sent)
+        return jax.tree.map(lambda r, g: r.astype(g.dtype), reduced, grads)
+
+    def _step(self, plan: StepPlan, state: TrainState, batch, depth):
+        with self._count_lock:
+            self.trace_count += 1
+        dp = self.data_parallel
+        rng = jax.random.fold_in(state.rng, state.step)
+        if dp is not None:  # each device its own dropout masks
+            rng = jax.random.fold_in(rng, dp.device_index())
+        mask, trainable, frozen = self._split(plan, state.params, depth)
+        scaler, scale_state = self.loss_scale, state.algorithms.loss_scale
+        loss_fn = self._loss_function(state, batch, rng, frozen, dp)
         (_, (loss, model_state, metrics)), grads = jax.value_and_grad(
             loss_fn, has_aux=True
         )(trainable)
         _check_metric_names(metrics)
         if dp is not None:
-            grads = dp.reduce_gradients(grads)
+            grads = self._reduce_gradients(grads)
             loss, model_state, metrics = dp.mean((loss, model_state, metrics))
         algorithms = state.algorithms
         finite = None

@@ -158,3 +158,30 @@ def check_slots(state, expected: dict[str, Any], template) -> None:
                 f"({_SLOT_OWNERS[name]}): expected {want}, got {given}. "
                 f"{_REBUILD}"
             )
+
+
+def check_precision(precision, data_parallel) -> None:
+    """Refuses a gradient reduction dtype the step would not use.
+
+    A half `reduce_dtype` rounds the gradients averaged over the mesh; it
+    needs a mesh, and the ``"mean"`` reduction: AdaSum combines by dot
+    products and norms, which need float32.
+    """
+    if precision is None or precision.reduce_dtype == jnp.float32:
+        return
+    half = precision.reduce_dtype.name
+    if data_parallel is None:
+        raise ValueError(
+            f"The precision policy reduces gradients in {half} "
+            "(`reduce_dtype`), but the step runs on one device: there is no "
+            "reduction. Pass `data_parallel=` (or `mesh=`), or leave "
+            "`reduce_dtype` at 'float32'."
+        )
+    if data_parallel.reduction != "mean":
+        raise ValueError(
+            f"The precision policy reduces gradients in {half} "
+            "(`reduce_dtype`), which the data-parallel reduction "
+            f"{data_parallel.reduction!r} cannot take: AdaSum's dot products"
+            " and norms run in float32. Use reduction='mean' or "
+            "reduce_dtype='float32'."
+        )

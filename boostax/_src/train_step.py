@@ -176,6 +176,7 @@ class TrainStep:
         skip_nonfinite: bool = False,
         max_consecutive_skips: int | None = 100,
         raise_on_skips: bool = False,
+        precision: Any = None,
     ):
         validation.check_bool("donate_state", donate_state)
         validation.check_optional_bool("background_compile", background_compile)
@@ -189,6 +190,7 @@ class TrainStep:
             freezing=freezing,
             data_parallel=data_parallel,
             skip_nonfinite=skip_nonfinite,
+            precision=precision,
         )
         self.executables = executables_lib.Executables(
             self.builder.step_function, donate_state=donate_state
@@ -228,6 +230,12 @@ class TrainStep:
     @property
     def data_parallel(self) -> data_parallel_lib.DataParallel | None:
         return self.builder.data_parallel
+
+    @property
+    def precision(self):
+        """The `PrecisionPolicy` of the forward and backward pass, or
+        ``None`` (float32)."""
+        return self.builder.precision
 
     @property
     def skip_nonfinite(self) -> bool:
@@ -446,17 +454,25 @@ class TrainStep:
             return self
         return self.executables.jitted(None)
 
-    def lower(
+    def trace(
         self, state: TrainState, batch, depth: int | None = None
-    ) -> jax.stages.Lowered:
-        """Lowers the step (of freeze `depth`) for `state` and `batch`
-        (arrays, or their shapes: ``jax.ShapeDtypeStruct``)."""
+    ) -> jax.stages.Traced:
+        """Traces the step (of freeze `depth`; default the first) for
+        `state` and `batch` (arrays, or their shapes:
+        ``jax.ShapeDtypeStruct``): ``.jaxpr``, ``.lower()``."""
         if not self._is_own(state):
             self.check_state(state)  # reads no position: shapes will do
         if depth is None and self.freezing is not None:
             depth = 0
         key = None if depth is None else self._key(depth)
-        return self.executables.lower(key, state, self._batch(batch))
+        return self.executables.trace(key, state, self._batch(batch))
+
+    def lower(
+        self, state: TrainState, batch, depth: int | None = None
+    ) -> jax.stages.Lowered:
+        """Lowers the step (of freeze `depth`) for `state` and `batch`
+        (arrays, or their shapes: ``jax.ShapeDtypeStruct``)."""
+        return self.trace(state, batch, depth).lower()
 
     def predict(self, state: TrainState, inputs):
         """The model's outputs on `inputs` in evaluation mode."""
@@ -477,6 +493,8 @@ def make_train_step(
     predict_fn=None,
     data_parallel: data_parallel_lib.DataParallel | None = None,
     donate_state: bool = False,
+    loss_scale: loss_scale_lib.LossScale | None = None,
+    precision: Any = None,
     skip_nonfinite: bool = False,
     max_consecutive_skips: int | None = 100,
     raise_on_skips: bool = False,
@@ -501,6 +519,17 @@ def make_train_step(
         mesh (gradients averaged or AdaSum'd); ``None``: one device.
       donate_state: donate the input state's buffers to the step (saves
         memory; the old state cannot be used afterwards).
+      loss_scale: a `StaticLossScale`, `DynamicLossScale` or
+        `GroupLossScale`: the loss is scaled, the gradients unscaled, and a
+        step whose gradients are not finite is skipped (`metrics` gets
+        ``overflow`` and ``loss_scale``).
+      precision: mixed precision: a `PrecisionPolicy`, MindSpore's amp level
+        names ``"O0"`` (float32), ``"O2"`` (float16, normalisation
+        statistics and the loss in float32, a dynamic loss scale) or
+        ``"O3"`` (all parameters cast), or ``"bfloat16"`` / ``"float16"``
+        (O2 in that dtype; no loss scale with bfloat16). Parameters,
+        optimizer and model state stay float32; `TrainStep.predict` runs in
+        float32. ``None``: float32.
       skip_nonfinite: skip (leave params, optimizer and model state exactly
         as they were) a step whose gradients are not finite; `metrics` gets
         ``overflow``.
@@ -545,6 +574,8 @@ def make_train_step(
         optimizer,
         data_parallel=data_parallel,
         donate_state=donate_state,
+        loss_scale=loss_scale,
+        precision=precision,
         skip_nonfinite=skip_nonfinite,
         max_consecutive_skips=max_consecutive_skips,
         raise_on_skips=raise_on_skips,

@@ -103,8 +103,11 @@ class Workload:
             f"{self.steps} steps"
         )
 
-    def model(self, seed: int, *, dtype=None) -> models.NNXTransformer:
-        """The model initialised from `seed` (`dtype`: its compute dtype)."""
+    def model(
+        self, seed: int, *, dtype=None, attention_fn=None
+    ) -> models.NNXTransformer:
+        """The model initialised from `seed` (`dtype`: its compute dtype;
+        `attention_fn`: Flax's default unless given)."""
         return models.NNXTransformer(
             vocab_size=text.VOCAB_SIZE,
             context=self.context,
@@ -112,6 +115,7 @@ class Workload:
             num_heads=self.num_heads,
             num_blocks=self.num_blocks,
             dtype=dtype,
+            attention_fn=attention_fn or nnx.dot_product_attention,
             rngs=nnx.Rngs(seed),
         )
 

@@ -270,6 +270,33 @@ def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
 # ---------------------------------------------------------------------------
 
 
+def reference_attention(
+    query, key, value, bias=None, mask=None, *, dtype=None, precision=None, **_
+):
+    """``softmax(q k^T / sqrt(d) + bias, masked) v``, the softmax in float32.
+
+    An ``attention_fn`` for ``nnx.MultiHeadAttention`` that every backend
+    lowers in every dtype: Flax's default (``jax.nn.dot_product_attention``)
+    asks for a float16 x float16 -> float32 matmul, which XLA:CPU refuses.
+    Shapes as Flax's: ``[batch, length, heads, depth]``.
+    """
+    if dtype is not None:
+        query, key, value = (jnp.asarray(t, dtype) for t in (query, key, value))
+    depth = query.shape[-1]
+    query = query / jnp.sqrt(depth).astype(query.dtype)
+    logits = jnp.einsum(
+        "...qhd,...khd->...hqk", query, key, precision=precision
+    )
+    if bias is not None:
+        logits = logits + bias
+    if mask is not None:
+        logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
+    weights = jax.nn.softmax(logits.astype(jnp.float32)).astype(value.dtype)
+    return jnp.einsum(
+        "...hqk,...khd->...qhd", weights, value, precision=precision
+    )
+
+
 class NNXTransformerBlock(nnx.Module):
     """A pre-LayerNorm transformer block: causal self-attention, then MLP.
 
@@ -286,6 +313,7 @@ class NNXTransformerBlock(nnx.Module):
         mlp_ratio: int = 4,
         *,
         dtype=None,
+        attention_fn=nnx.dot_product_attention,
         rngs: nnx.Rngs,
     ):
         self.ln1 = nnx.LayerNorm(d_model, dtype=dtype, rngs=rngs)
@@ -295,6 +323,7 @@ class NNXTransformerBlock(nnx.Module):
             dtype=dtype,
             decode=False,
             deterministic=True,
+            attention_fn=attention_fn,
             rngs=rngs,
         )
         self.ln2 = nnx.LayerNorm(d_model, dtype=dtype, rngs=rngs)
@@ -326,6 +355,8 @@ class NNXTransformer(nnx.Module):
       d_model, num_heads, num_blocks, mlp_ratio: the sizes.
       dtype: the layers' compute dtype (``None``: their inputs' and
         params').
+      attention_fn: the attention of every block (Flax's default;
+        `reference_attention` lowers in float16 on a CPU too).
 
     Example:
       >>> import jax.numpy as jnp
@@ -347,6 +378,7 @@ class NNXTransformer(nnx.Module):
         mlp_ratio: int = 4,
         *,
         dtype=None,
+        attention_fn=nnx.dot_product_attention,
         rngs: nnx.Rngs,
     ):
         self.context = context
@@ -355,7 +387,12 @@ class NNXTransformer(nnx.Module):
         self.blocks = nnx.List(
             [
                 NNXTransformerBlock(
-                    d_model, num_heads, mlp_ratio, dtype=dtype, rngs=rngs
+                    d_model,
+                    num_heads,
+                    mlp_ratio,
+                    dtype=dtype,
+                    attention_fn=attention_fn,
+                    rngs=rngs,
                 )
                 for _ in range(num_blocks)
             ]

@@ -1,0 +1,289 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The bytes a train step moves, with their dtypes.
+
+Two readings that hold on every backend, because they are taken before a
+backend compiles (XLA's CPU backend computes half precision in float32, so
+its cost analysis and step times say nothing about mixed precision):
+
+- `saved_activations`: the arrays the backward pass keeps from the forward
+  pass (JAX's residuals of the differentiated function, the list
+  ``jax.ad_checkpoint.print_saved_residuals`` prints), without the
+  function's own arguments (the parameters). Their bytes are the
+  activation memory of a step before XLA's rematerialisation.
+- `collective_bytes` of the *lowered* HLO (``lowered.as_text("hlo")``): the
+  collectives as the program asks for them, in their dtypes. On a compiled
+  executable it reads what the backend runs.
+
+`step_bytes` takes both, and the dtypes of the step's convolutions and
+matrix products (`compute_dtypes`), for one freeze depth of a `TrainStep`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+# JAX's public `jax.ad_checkpoint.print_saved_residuals` prints this list;
+# the function returning it is not exported.
+from jax._src.ad_checkpoint import saved_residuals
+
+from boostax._src import validation
+
+_DTYPE_BYTES = {
+    "pred": 1,
+    "s8": 1,
+    "u8": 1,
+    "bf16": 2,
+    "f16": 2,
+    "s16": 2,
+    "u16": 2,
+    "f32": 4,
+    "s32": 4,
+    "u32": 4,
+    "f64": 8,
+    "s64": 8,
+    "u64": 8,
+}
+_COLLECTIVE = re.compile(
+    r"=\s*(?P<out>\([^=]*?\)|\w+\[[\d,]*\](?:\{[\d,]*\})?)\s+"
+    r"(?P<op>collective-permute|all-gather|all-reduce|reduce-scatter|"
+    r"all-to-all)(?:-start)?\("
+)
+
+
+def _shape_bytes(text: str) -> int:
+    return sum(
+        _DTYPE_BYTES[dtype]
+        * int(np.prod([int(d) for d in dims.split(",") if d]))
+        for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", text)
+        if dtype in _DTYPE_BYTES
+    )
+
+
+_GROUPS = re.compile(r"replica_groups=\{(\{[\d,]*\}(?:,\{[\d,]*\})*)?\}")
+_IOTA = re.compile(
+    r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?"
+)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def replica_groups(line: str) -> list[list[int]]:
+    """The device groups of one HLO collective: listed (``{{0,1},{2,3}}``)
+    or as an iota (``[2,2]<=[4]``, ``[2,2]<=[2,2]T(1,0)``); ``[]`` when the
+    line lists none."""
+    m = _IOTA.search(line)
+    if m:
+        ids = np.arange(np.prod(_ints(m.group(2)))).reshape(_ints(m.group(2)))
+        if m.group(3):
+            ids = ids.transpose(_ints(m.group(3)))
+        return ids.reshape(_ints(m.group(1))).tolist()
+    m = _GROUPS.search(line)
+    if m and m.group(1):
+        return [_ints(g) for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
+    return []
+
+
+def _group_size(line: str) -> int:
+    groups = replica_groups(line)
+    return len(groups[0]) if groups else 1
+
+
+def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
+    """Bytes one device sends in the collectives of compiled HLO, and counts.
+
+    Per collective, with ``g`` devices in its group and ``n`` the bytes of
+    its result: collective-permute sends ``n``; all-gather (ring)
+    ``n (g - 1) / g``; all-reduce (ring) ``2 n (g - 1) / g``; reduce-scatter
+    ``n (g - 1)``; all-to-all ``n``.
+
+    Args:
+      hlo: the text of a compiled executable (``compiled.as_text()``).
+
+    Returns:
+      ``(bytes sent per device, {collective: count})``.
+
+    Example:
+      >>> import boostax
+      >>> hlo = ("%ar = f32[256]{0} all-reduce(f32[256]{0} %g), "
+      ...        "replica_groups={{0,1,2,3}}, to_apply=%add")
+      >>> boostax.collective_bytes(hlo)
+      (1536.0, {'all-reduce': 1})
+    """
+    validation.check_str("hlo", hlo, allow_empty=True)
+    total, counts = 0.0, {}
+    for line in hlo.splitlines():
+        line = re.sub(r"/\*.*?\*/", "", line)  # /*index=5*/ in tuples
+        m = _COLLECTIVE.search(line)
+        if not m:
+            continue
+        op, size = m.group("op"), _shape_bytes(m.group("out"))
+        counts[op] = counts.get(op, 0) + 1
+        g = _group_size(line)
+        if op == "all-gather":
+            total += size * (g - 1) / g
+        elif op == "all-reduce":
+            total += 2 * size * (g - 1) / g
+        elif op == "reduce-scatter":
+            total += size * (g - 1)
+        else:  # collective-permute, all-to-all
+            total += size
+    return total, counts
+
+
+# --------------------------------------------------------------------------
+# Read from the jaxpr: saved activations and compute dtypes.
+# --------------------------------------------------------------------------
+
+
+def _nbytes(aval) -> int:
+    return int(np.prod(aval.shape, dtype=np.int64)) * aval.dtype.itemsize
+
+
+class SavedActivations(NamedTuple):
+    """What a backward pass keeps from its forward pass.
+
+    Attributes:
+      bytes: total bytes of the saved arrays (arguments excluded).
+      by_dtype: ``{dtype name: bytes}``.
+      count: how many arrays.
+    """
+
+    bytes: int
+    by_dtype: dict[str, int]
+    count: int
+
+
+def saved_activations(fn, *args) -> SavedActivations:
+    """The activations ``jax.vjp(fn, *args)`` keeps for the backward pass.
+
+    Residuals that are `fn`'s own arguments (the parameters, read again by
+    the backward pass) are not counted: they are held anyway.
+
+    Args:
+      fn: the differentiated function.
+      *args: its arguments (arrays or ``jax.ShapeDtypeStruct``).
+
+    Returns:
+      `SavedActivations`.
+
+    Example:
+      >>> import jax.numpy as jnp, boostax
+      >>> f = lambda w, x: jnp.tanh(x @ w).sum()
+      >>> saved = boostax.saved_activations(f, jnp.ones((4, 3)),
+      ...                                   jnp.ones((2, 4)))
+      >>> saved.by_dtype  # tanh(x @ w) and its derivative, 2 x 3 each
+      {'float32': 48}
+    """
+    by_dtype: dict[str, int] = {}
+    count = 0
+    for aval, source in saved_residuals(fn, *args):
+        if source.startswith("from the argument"):
+            continue
+        name = aval.dtype.name
+        by_dtype[name] = by_dtype.get(name, 0) + _nbytes(aval)
+        count += 1
+    return SavedActivations(sum(by_dtype.values()), by_dtype, count)
+
+
+COMPUTE_PRIMITIVES = ("conv_general_dilated", "dot_general")
+
+
+def _subjaxprs(params) -> Iterator[Any]:
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, jax.extend.core.ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, jax.extend.core.Jaxpr):
+                yield item
+
+
+def _equations(jaxpr) -> Iterator[Any]:
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in _subjaxprs(eqn.params):
+            yield from _equations(sub)
+
+
+def compute_dtypes(jaxpr) -> dict[str, dict[str, int]]:
+    """``{primitive: {operand dtype: count}}`` of the convolutions and
+    matrix products of a jaxpr (``jax.make_jaxpr(f)(...)``), sub-jaxprs
+    (``jit``, ``shard_map``, ``cond``, custom derivatives) included."""
+    found: dict[str, dict[str, int]] = {}
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in _equations(inner):
+        name = eqn.primitive.name
+        if name in COMPUTE_PRIMITIVES:
+            dtype = eqn.invars[0].aval.dtype.name
+            counts = found.setdefault(name, {})
+            counts[dtype] = counts.get(dtype, 0) + 1
+    return found
+
+
+# --------------------------------------------------------------------------
+# A step of a TrainStep.
+# --------------------------------------------------------------------------
+
+
+class StepBytes(NamedTuple):
+    """The dtype-aware bytes of one step (see the module docstring).
+
+    Attributes:
+      saved_activation_bytes: activations kept for the backward pass.
+      saved_by_dtype: ``{dtype name: bytes}`` of those.
+      collective_bytes: bytes one device sends in the collectives of the
+        lowered step, in their dtypes (0 on one device).
+      compute_dtypes: ``{primitive: {dtype: count}}`` of its convolutions
+        and matrix products.
+    """
+
+    saved_activation_bytes: int
+    saved_by_dtype: dict[str, int]
+    collective_bytes: float
+    compute_dtypes: dict[str, dict[str, int]]
+
+
+def step_bytes(train_step, state, batch, depth=None) -> StepBytes:
+    """`StepBytes` of `train_step` (a `TrainStep`) at freeze `depth`.
+
+    The saved activations are those of the batch given, on one device
+    (for a data-parallel step, pass one device's share of the batch for the
+    per-device figure); the collectives are read from the step as lowered
+    for its mesh. Nothing is compiled.
+
+    Args:
+      train_step: a `TrainStep`.
+      state: its state (arrays or shapes).
+      batch: a batch (arrays or shapes).
+      depth: the freeze depth (default: the first of the sequence, or the
+        only step without freezing).
+
+    Returns:
+      `StepBytes`.
+    """
+    if depth is None and train_step.freezing is not None:
+        depth = 0
+    found: list[SavedActivations] = []
+
+    def read(state, batch):
+        # Traced: the residuals' shapes need no values, so `state` may be
+        # shapes alone (a baseline's, from `jax.eval_shape`).
+        loss_fn, trainable = train_step.builder.differentiated(
+            state, batch, depth
+        )
+        found.append(saved_activations(loss_fn, trainable))
+
+    jax.eval_shape(read, state, batch)
+    (saved,) = found
+    traced = train_step.trace(state, batch, depth)
+    sent, _ = collective_bytes(traced.lower().as_text(dialect="hlo"))
+    return StepBytes(
+        saved.bytes, saved.by_dtype, sent, compute_dtypes(traced.jaxpr)
+    )
