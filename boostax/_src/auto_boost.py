@@ -515,7 +515,7 @@ def auto_boost(
         an overflowing step is skipped and `metrics` gets ``overflow`` and
         ``loss_scale``.
       precision: mixed precision, as MindSpore's ``amp_level``: ``"O0"``
-        (float32), ``"O2"`` (float16 with normalisation statistics and the
+        (float32), ``"O2"`` (float16 with normalisation layers and the
         loss in float32, and a dynamic loss scale unless `loss_scale` is
         given), ``"O3"`` (all parameters cast), ``"bfloat16"`` (O2 in
         bfloat16, no loss scale), or a `PrecisionPolicy`. Parameters,

@@ -25,7 +25,7 @@ MindSpore's amp levels by name (`precision_policy`):
 ======  ==============================================================
 ``O0``  float32 everywhere (the step is unchanged, bit for bit)
 ``O2``  half precision; parameters float32, cast by each layer;
-        normalisation statistics and the loss in float32; a dynamic
+        normalisation layers and the loss in float32; a dynamic
         loss scale by default when the compute dtype is float16
 ``O3``  every parameter cast to half precision before the forward
         (normalisation parameters too); the loss in float32; a dynamic
@@ -269,7 +269,7 @@ def precision_policy(
         raise NotImplementedError(
             "amp level 'O1' (MindSpore's white list of float16 operators) "
             "is not built in boostax; 'O2' (every layer in half precision, "
-            "normalisation statistics and the loss in float32) is the "
+            "normalisation layers and the loss in float32) is the "
             "closest."
         )
     validation.check_one_of("level", level, LEVELS)

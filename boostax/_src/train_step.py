@@ -525,7 +525,7 @@ def make_train_step(
         ``overflow`` and ``loss_scale``).
       precision: mixed precision: a `PrecisionPolicy`, MindSpore's amp level
         names ``"O0"`` (float32), ``"O2"`` (float16, normalisation
-        statistics and the loss in float32, a dynamic loss scale) or
+        layers and the loss in float32, a dynamic loss scale) or
         ``"O3"`` (all parameters cast), or ``"bfloat16"`` / ``"float16"``
         (O2 in that dtype; no loss scale with bfloat16). Parameters,
         optimizer and model state stay float32; `TrainStep.predict` runs in
