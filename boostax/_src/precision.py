@@ -106,7 +106,8 @@ class PrecisionPolicy:
         in float32 (O2).
       float32_modules: class names of layers that run entirely in float32
         (their ``dtype`` set to float32), e.g. ``("Dense",)`` for a last
-        layer whose logits need float32's range.
+        layer whose logits need float32's range. With `cast_params`, their
+        parameters arrive rounded to the compute dtype.
       loss_scale: ``"dynamic"``: the step uses a `DynamicLossScale`
         starting at 2**15 unless one is passed (needed with float16, whose
         smallest normal number is 6e-5); ``None``: none by default.
