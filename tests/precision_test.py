@@ -118,6 +118,11 @@ class PolicyTest(parameterized.TestCase):
             _resnet_step("O2").loss_scale.loss_scale_value, 2.0**15
         )
         self.assertIsNone(_resnet_step("bfloat16").loss_scale)
+        # A float32 policy asking for a loss scale gets it (not dropped).
+        float32 = boostax.PrecisionPolicy("float32", loss_scale="dynamic")
+        self.assertIsInstance(
+            _resnet_step(float32).loss_scale, boostax.DynamicLossScale
+        )
         static = boostax.StaticLossScale(128.0)
         self.assertIs(_resnet_step("O2", loss_scale=static).loss_scale, static)
 

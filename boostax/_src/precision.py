@@ -166,8 +166,13 @@ class PrecisionPolicy:
 
     @property
     def is_float32(self) -> bool:
-        """Whether the step computes in float32 (the policy changes nothing)."""
-        return self.compute_dtype == FLOAT32 and not self.float32_modules
+        """Whether the policy changes nothing: float32 compute, no float32
+        layers named, no loss scale asked for."""
+        return (
+            self.compute_dtype == FLOAT32
+            and not self.float32_modules
+            and self.loss_scale is None
+        )
 
     @property
     def recomputes(self) -> bool:
