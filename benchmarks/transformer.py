@@ -398,16 +398,11 @@ def step_costs(arms, workload, *, repetitions: int) -> dict[str, dict]:
     reference = samples[arms[0].name]
     costs = {}
     for arm in arms:
-        ratios = [
-            a / b for a, b in zip(samples[arm.name], reference, strict=True)
-        ]
-        q1, _, q3 = (
-            statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
-        )
+        q1, median, q3 = speedup.ratio_quartiles(samples[arm.name], reference)
         costs[arm.name] = {
             "seconds": statistics.median(samples[arm.name]),
             "ratio": sum(samples[arm.name]) / sum(reference),
-            "ratio_median": statistics.median(ratios),
+            "ratio_median": median,
             "ratio_q1": q1,
             "ratio_q3": q3,
             "samples": samples[arm.name],

@@ -5,7 +5,10 @@
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+
+import boostax
 
 
 def assert_trees_equal(actual, expected):
@@ -34,3 +37,34 @@ def digits(flat=False):
     from boostax.examples import data
 
     return data.load_digits(flat=flat)
+
+
+def fp16_underflow_problem():
+    """Params and a batch whose float16 gradients need per-group scales.
+
+    Features ~1e-3 into a layer whose activations are ~1e4: the late
+    kernel's gradient is ~2e4, so one global scale cannot exceed ~2 without
+    overflowing it, and the early kernel's gradient (~1e-10 in float32) then
+    rounds to zero in float16 (`fp16_underflow_groups` fixes it).
+    """
+    rng = np.random.default_rng(0)
+    params = {
+        "early": {
+            "kernel": jnp.asarray(rng.normal(size=(4, 8)), jnp.float32),
+            "bias": jnp.full((1, 8), 1e4, jnp.float32),
+        },
+        "late": {
+            "kernel": jnp.asarray(1e-6 * rng.normal(size=(8, 1)), jnp.float32),
+            "bias": jnp.zeros((1, 1), jnp.float32),
+        },
+    }
+    x = 1e-3 * rng.uniform(0.5, 1.5, size=(8, 4))
+    return params, (jnp.asarray(x, jnp.float32), jnp.ones((8, 1), jnp.float32))
+
+
+def fp16_underflow_groups():
+    """Per-group scales of `fp16_underflow_problem`: 2**20 early, 1 late."""
+    return boostax.GroupLossScale(
+        [2.0**20, 1.0],
+        {"early": {"kernel": 0, "bias": 0}, "late": {"kernel": 1, "bias": 1}},
+    )

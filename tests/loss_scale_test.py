@@ -396,39 +396,16 @@ def fp16_loss(params, batch):
     return jnp.mean((out.astype(jnp.float32) - y) ** 2)
 
 
-def _fp16_problem():
-    rng = np.random.default_rng(0)
-    params = {
-        "early": {
-            "kernel": jnp.asarray(rng.normal(size=(4, 8)), jnp.float32),
-            "bias": jnp.full((1, 8), 1e4, jnp.float32),
-        },
-        "late": {
-            "kernel": jnp.asarray(1e-6 * rng.normal(size=(8, 1)), jnp.float32),
-            "bias": jnp.zeros((1, 1), jnp.float32),
-        },
-    }
-    x = 1e-3 * rng.uniform(0.5, 1.5, size=(8, 4))
-    return params, (jnp.asarray(x, jnp.float32), jnp.ones((8, 1), jnp.float32))
-
-
-def _fp16_groups():
-    return boostax.GroupLossScale(
-        [2.0**20, 1.0],
-        {"early": {"kernel": 0, "bias": 0}, "late": {"kernel": 1, "bias": 1}},
-    )
-
-
 class Float16UnderflowTest(parameterized.TestCase):
     def test_group_scales_recover_the_early_gradients(self):
-        params, batch = _fp16_problem()
+        params, batch = _utils.fp16_underflow_problem()
         x, y = (np.asarray(t, np.float64) for t in batch)
         w1 = np.asarray(params["early"]["kernel"], np.float64)
         w2 = np.asarray(params["late"]["kernel"], np.float64)
         h = x @ w1 + 1e4
         d_out = 2 * (h @ w2 - y) / y.size
         expected = x.T @ (d_out @ w2.T)  # float64 early-kernel gradient
-        rule = _fp16_groups()
+        rule = _utils.fp16_underflow_groups()
         state = rule.init()
 
         def scaled_grads(p):
@@ -445,12 +422,12 @@ class Float16UnderflowTest(parameterized.TestCase):
         )
 
     def test_global_scale_underflows_where_group_scales_train(self):
-        params, batch = _fp16_problem()
+        params, batch = _utils.fp16_underflow_problem()
         rules = {
             "global": boostax.DynamicLossScale(
                 loss_scale_value=2.0**16, scale_window=1000
             ),
-            "group": _fp16_groups(),
+            "group": _utils.fp16_underflow_groups(),
         }
         results = {}
         for name, rule in rules.items():

@@ -330,43 +330,23 @@ def _policy_fp16_loss(params, batch):
     """The loss scale tests' float16 underflow case, in the policy's dtype:
     no manual casts (the policy casts params and batch to float16)."""
     x, y = batch
-    self_dtype = x.dtype
+    dtype = x.dtype
     x = boostax.enhanced_amp(x, 0, 1)
     h = jax.nn.relu(x @ params["early"]["kernel"] + params["early"]["bias"])
     h = boostax.enhanced_amp(h, 1, 2)
     out = h @ params["late"]["kernel"] + params["late"]["bias"]
     out = boostax.enhanced_amp(out, 2, 3)
-    assert self_dtype == F16, self_dtype
+    assert dtype == F16, dtype
     return jnp.mean((out.astype(jnp.float32) - y) ** 2)
 
 
 class GroupLossScaleUnderPolicyTest(parameterized.TestCase):
     def test_group_scales_train_the_early_layer(self):
-        rng = np.random.default_rng(0)
-        params = {
-            "early": {
-                "kernel": jnp.asarray(rng.normal(size=(4, 8)), jnp.float32),
-                "bias": jnp.full((1, 8), 1e4, jnp.float32),
-            },
-            "late": {
-                "kernel": jnp.asarray(
-                    1e-6 * rng.normal(size=(8, 1)), jnp.float32
-                ),
-                "bias": jnp.zeros((1, 1), jnp.float32),
-            },
-        }
-        x = jnp.asarray(1e-3 * rng.uniform(0.5, 1.5, size=(8, 4)), jnp.float32)
-        batch = (x, jnp.ones((8, 1), jnp.float32))
+        params, batch = _utils.fp16_underflow_problem()
         results = {}
         for name, rule in {
             "global": None,  # the policy's dynamic scale, from 2**15
-            "group": boostax.GroupLossScale(
-                [2.0**20, 1.0],
-                {
-                    "early": {"kernel": 0, "bias": 0},
-                    "late": {"kernel": 1, "bias": 1},
-                },
-            ),
+            "group": _utils.fp16_underflow_groups(),
         }.items():
             ts = boostax.make_train_step(
                 optax.adam(1e-6),

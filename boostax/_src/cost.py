@@ -465,6 +465,14 @@ def _plain_step(train_step, state, batch):
     return plain, abstract_state
 
 
+# `weighted` / `ratios` keys read from `StepBytes` (before compilation),
+# and their fields there.
+_STEP_BYTES_FIELDS = {
+    "saved_activation_bytes": "saved_activation_bytes",
+    "lowered_collective_bytes": "collective_bytes",
+}
+
+
 def _compile_timed(lowerable, *args) -> tuple[jax.stages.Compiled, float]:
     start = time.perf_counter()
     compiled = lowerable.lower(*args).compile()
@@ -604,10 +612,8 @@ def cost_report(
         found["plain"] = step_bytes_lib.step_bytes(
             baseline, baseline_state, batch
         )
-    for field in ("saved_activation_bytes", "collective_bytes"):
-        weighted[field if field[0] == "s" else "lowered_" + field] = mean(
-            field, found
-        )
+    for key, field in _STEP_BYTES_FIELDS.items():
+        weighted[key] = mean(field, found)
     plain = costs["plain"]
     projected = sum(
         shares[k]
@@ -617,13 +623,13 @@ def cost_report(
         for k in names
     ) / accelerator.seconds(plain.flops, plain.bytes_accessed)
 
-    def ratio(field, value):
-        if field in ("saved_activation_bytes", "lowered_collective_bytes"):
+    def ratio(key, value):
+        if key in _STEP_BYTES_FIELDS:
             if "plain" not in found:
                 return None
-            reference = getattr(found["plain"], field.replace("lowered_", ""))
+            reference = getattr(found["plain"], _STEP_BYTES_FIELDS[key])
         else:
-            reference = getattr(plain, field)
+            reference = getattr(plain, key)
         return value / reference if reference else None
 
     config = train_step.config

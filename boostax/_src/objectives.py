@@ -225,35 +225,50 @@ def _has_axis_name(module) -> bool:
     return isinstance(name, (str, tuple, list))
 
 
+def _step_attributes(module, policy) -> dict[str, Any]:
+    """The attributes `module` runs with in the step, where they differ
+    from its own: its ``axis_name`` mapped (`map_axis_name`) and, under a
+    precision `policy`, its compute ``dtype`` (`PrecisionPolicy.module_dtype`).
+    """
+    changed = {}
+    if _has_axis_name(module):
+        mapped = map_axis_name(module.axis_name)
+        if mapped != module.axis_name:
+            changed["axis_name"] = mapped
+    if policy is not None and precision_lib.has_compute_dtype(module):
+        changed["dtype"] = policy.module_dtype(module)
+    return changed
+
+
 @contextlib.contextmanager
-def _linen_axis_names():
-    """Maps the ``axis_name`` of every Linen module called within it."""
+def _linen_step_attributes(policy=None):
+    """Every Linen module called within it runs with `_step_attributes`."""
 
     def intercept(next_fun, args, kwargs, context):
         module = context.module
-        if not _has_axis_name(module):
-            return next_fun(*args, **kwargs)
-        name = module.axis_name
-        mapped = map_axis_name(name)
-        if mapped == name:
+        changed = _step_attributes(module, policy)
+        if not changed:
             return next_fun(*args, **kwargs)
         # The module instance lives for this trace only (Linen rebuilds
-        # submodules on every apply); its attribute is restored anyway.
-        object.__setattr__(module, "axis_name", mapped)
+        # submodules on every apply); its attributes are restored anyway.
+        previous = {name: getattr(module, name) for name in changed}
+        for name, value in changed.items():
+            object.__setattr__(module, name, value)
         try:
             return next_fun(*args, **kwargs)
         finally:
-            object.__setattr__(module, "axis_name", name)
+            for name, value in previous.items():
+                object.__setattr__(module, name, value)
 
     with nn.intercept_methods(intercept):
         yield
 
 
-def _map_nnx_axis_names(module: nnx.Module) -> None:
-    """Maps the ``axis_name`` of every submodule of a merged NNX copy."""
+def _set_nnx_step_attributes(module: nnx.Module, policy=None) -> None:
+    """Sets `_step_attributes` on every submodule of a merged NNX copy."""
     for _, sub in nnx.iter_modules(module):
-        if _has_axis_name(sub):
-            sub.axis_name = map_axis_name(sub.axis_name)
+        for name, value in _step_attributes(sub, policy).items():
+            setattr(sub, name, value)
 
 
 def _leading_sizes(name: str, tree) -> list[tuple[str, int]]:
@@ -422,7 +437,7 @@ class LinenObjective:
             params = policy.cast_parameters(params)
             inputs = policy.cast_inputs(inputs)
         variables = self.merge(params, model_state)
-        with _linen_axis_names(), precision_lib.linen_layer_dtypes(policy):
+        with _linen_step_attributes(policy):
             if model_state:
                 outputs, new_state = self.module.apply(
                     variables,
@@ -443,7 +458,7 @@ class LinenObjective:
         return value, (new_state, metrics)
 
     def predict(self, params, model_state, inputs):
-        with _linen_axis_names():
+        with _linen_step_attributes():
             return self.module.apply(
                 self.merge(params, model_state), inputs, **self.eval_kwargs
             )
@@ -526,8 +541,7 @@ class NNXObjective:
             inputs = policy.cast_inputs(inputs)
         module = self.merge(params, model_state)
         module.train()
-        _map_nnx_axis_names(module)
-        precision_lib.set_nnx_layer_dtypes(module, policy)
+        _set_nnx_step_attributes(module, policy)
         outputs = module(inputs, **self.train_kwargs)
         _, _, new_state = nnx.split(module, nnx.Param, ...)
         if policy is not None:
@@ -538,7 +552,7 @@ class NNXObjective:
     def predict(self, params, model_state, inputs):
         module = self.merge(params, model_state)
         module.eval()
-        _map_nnx_axis_names(module)
+        _set_nnx_step_attributes(module)
         return module(inputs, **self.eval_kwargs)
 
 

@@ -49,8 +49,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import linen as nn
-from flax import nnx
 
 from boostax._src import validation
 
@@ -351,7 +349,7 @@ def current() -> PrecisionPolicy | None:
     return _POLICY.get()
 
 
-def _has_dtype(module) -> bool:
+def has_compute_dtype(module) -> bool:
     """Whether `module` is a layer with Flax's compute ``dtype`` attribute
     (``None``: inferred from its inputs and parameters, or a float dtype);
     another module computes in whatever its inputs and parameters are."""
@@ -364,38 +362,3 @@ def _has_dtype(module) -> bool:
         return jnp.issubdtype(jnp.dtype(value), jnp.floating)
     except TypeError:
         return False
-
-
-@contextlib.contextmanager
-def linen_layer_dtypes(policy: PrecisionPolicy | None):
-    """Every Linen layer called within it computes in the policy's dtype."""
-    if policy is None:
-        yield
-        return
-
-    def intercept(next_fun, args, kwargs, context):
-        module = context.module
-        if not _has_dtype(module):
-            return next_fun(*args, **kwargs)
-        previous = module.dtype
-        # Linen rebuilds its module instances on every apply; the attribute
-        # is restored anyway, as the axis-name mapping does.
-        object.__setattr__(module, "dtype", policy.module_dtype(module))
-        try:
-            return next_fun(*args, **kwargs)
-        finally:
-            object.__setattr__(module, "dtype", previous)
-
-    with nn.intercept_methods(intercept):
-        yield
-
-
-def set_nnx_layer_dtypes(
-    module: nnx.Module, policy: PrecisionPolicy | None
-) -> None:
-    """Sets the ``dtype`` of every layer of a merged NNX copy (in place)."""
-    if policy is None:
-        return
-    for _, sub in nnx.iter_modules(module):
-        if _has_dtype(sub):
-            sub.dtype = policy.module_dtype(sub)

@@ -474,22 +474,29 @@ def step_costs(
     reference = samples[arms[0].name]
     costs = {}
     for arm in arms:
-        ratios = [
-            a / b for a, b in zip(samples[arm.name], reference, strict=True)
-        ]
-        q1, _, q3 = (
-            statistics.quantiles(ratios, n=4)
-            if len(ratios) > 1
-            else (ratios * 3)
-        )
+        q1, median, q3 = ratio_quartiles(samples[arm.name], reference)
         costs[arm.name] = {
             "seconds": statistics.median(samples[arm.name]),
-            "ratio": boostax.paired_ratio(samples[arm.name], reference),
+            "ratio": median,
             "ratio_q1": q1,
             "ratio_q3": q3,
             "samples": samples[arm.name],
         }
     return costs
+
+
+def ratio_quartiles(
+    samples: Sequence[float], reference: Sequence[float]
+) -> tuple[float, float, float]:
+    """Quartiles ``(q1, median, q3)`` of the per-repetition ratios
+    ``samples[i] / reference[i]`` (the median is `boostax.paired_ratio`;
+    one repetition gives its ratio three times)."""
+    median = boostax.paired_ratio(samples, reference)
+    ratios = [a / b for a, b in zip(samples, reference, strict=True)]
+    if len(ratios) < 2:
+        return median, median, median
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return q1, median, q3
 
 
 def cost_reports(
