@@ -3,6 +3,8 @@
 """Tests for the precision policy (`boostax._src.precision`) and the
 dtype-aware bytes of a step (`boostax._src.step_bytes`)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -83,6 +85,12 @@ class PolicyTest(parameterized.TestCase):
             boostax.precision_policy("O2", "float64")
         with self.assertRaisesRegex(ValueError, "'O0' computes in float32"):
             boostax.precision_policy("O0", "bfloat16")
+        # Not NumPy's "data type 'garbage' not understood".
+        for level in ("O0", "O2"):
+            with self.assertRaisesRegex(
+                ValueError, r"`dtype` must be .*'float.*got str \('garbage'\)"
+            ):
+                boostax.precision_policy(level, "garbage")
         with self.assertRaisesRegex(ValueError, "`compute_dtype` must be"):
             boostax.PrecisionPolicy(compute_dtype="int8")
         with self.assertRaisesRegex(ValueError, "`reduce_dtype` must be"):
@@ -125,6 +133,85 @@ class PolicyTest(parameterized.TestCase):
         )
         static = boostax.StaticLossScale(128.0)
         self.assertIs(_resnet_step("O2", loss_scale=static).loss_scale, static)
+
+
+def _mlp_step(precision, **kwargs):
+    return boostax.make_train_step(
+        optax.adam(1e-3), loss_fn=_mlp_loss, precision=precision, **kwargs
+    )
+
+
+class UnderflowTest(parameterized.TestCase):
+    """A precision that can underflow brings or demands its loss scale."""
+
+    def test_a_float16_policy_brings_a_dynamic_loss_scale(self):
+        for policy in (
+            boostax.PrecisionPolicy("float16"),
+            boostax.PrecisionPolicy("float16", cast_params=True),
+            boostax.precision_policy("O3"),
+        ):
+            self.assertEqual(policy.loss_scale, "dynamic")
+            self.assertIsInstance(
+                _mlp_step(policy).loss_scale, boostax.DynamicLossScale
+            )
+        self.assertIsNone(boostax.PrecisionPolicy("bfloat16").loss_scale)
+        self.assertTrue(boostax.PrecisionPolicy("float32").is_float32)
+
+    def test_float16_without_a_loss_scale_is_refused(self):
+        bfloat16 = boostax.precision_policy("O2", "bfloat16")
+        for policy in (
+            boostax.PrecisionPolicy("float16", loss_scale=None),
+            boostax.precision_policy("O2", loss_scale=None),
+            # A bfloat16 policy (no loss scale) turned float16.
+            dataclasses.replace(bfloat16, compute_dtype="float16"),
+        ):
+            with self.assertRaisesRegex(
+                ValueError,
+                "float16.*`loss_scale=boostax.DynamicLossScale.*"
+                "`loss_scale='off'`",
+            ):
+                _mlp_step(policy)
+            with self.assertRaisesRegex(ValueError, "float16.*`loss_scale="):
+                boostax.auto_boost(
+                    "O0",
+                    optimizer=optax.sgd(0.1),
+                    loss_fn=_mlp_loss,
+                    precision=policy,
+                )
+            # The step's own loss scale is enough.
+            static = boostax.StaticLossScale(128.0)
+            self.assertIs(
+                _mlp_step(policy, loss_scale=static).loss_scale, static
+            )
+        # Opting out is said in so many words.
+        unscaled = boostax.PrecisionPolicy("float16", loss_scale="off")
+        self.assertIsNone(_mlp_step(unscaled).loss_scale)
+        self.assertIsNone(_mlp_step(bfloat16).loss_scale)
+
+    def test_float16_policy_trains_a_small_loss(self):
+        # A loss scaled by 1e-8: its float16 gradients underflow to zero
+        # without a loss scale, and Adam moves no parameter whose gradient
+        # is zero (float32 moves every one).
+        params, batch = _mlp_problem()
+
+        def tiny_loss(p, b):
+            return 1e-8 * _mlp_loss(p, b)
+
+        moved = {}
+        for name, policy in {
+            "float16": boostax.PrecisionPolicy("float16"),
+            "off": boostax.PrecisionPolicy("float16", loss_scale="off"),
+        }.items():
+            ts = boostax.make_train_step(
+                optax.adam(1e-3), loss_fn=tiny_loss, precision=policy
+            )
+            state, _ = ts(ts.init(params), batch)
+            moved[name] = np.mean(
+                np.asarray(boostax.flatten_params(state.params)[0])
+                != np.asarray(boostax.flatten_params(params)[0])
+            )
+        self.assertGreater(moved["float16"], 0.99)
+        self.assertLess(moved["off"], 0.01)  # what an unscaled step loses
 
 
 class ComputeDtypeTest(parameterized.TestCase):
@@ -328,7 +415,8 @@ class TrainingTest(parameterized.TestCase):
 
 def _policy_fp16_loss(params, batch):
     """The loss scale tests' float16 underflow case, in the policy's dtype:
-    no manual casts (the policy casts params and batch to float16)."""
+    no manual casts (the policy casts params and, with ``cast_batch``, the
+    inputs to float16)."""
     x, y = batch
     dtype = x.dtype
     x = boostax.enhanced_amp(x, 0, 1)
@@ -353,6 +441,7 @@ class GroupLossScaleUnderPolicyTest(parameterized.TestCase):
                 loss_fn=_policy_fp16_loss,
                 precision="O2",
                 loss_scale=rule,
+                cast_batch=(True, False),  # the inputs, not the targets
             )
             state, overflows = ts.init(params), 0
             for _ in range(40):
@@ -394,6 +483,111 @@ def _mlp_problem(batch_size=24):
         jnp.asarray(rng.normal(size=(batch_size, 4)), jnp.float32),
     )
     return params, batch
+
+
+class PlainLossFunctionTest(parameterized.TestCase):
+    """A plain loss_fn under a policy: params cast, targets never."""
+
+    @parameterized.named_parameters(
+        ("batch_as_given", None, F32),
+        ("inputs_cast", (True, False), F16),
+        ("inputs_cast_by_a_function", lambda batch: (True, False), F16),
+    )
+    def test_large_targets_train_under_float16(self, cast_batch, x_dtype):
+        params, (x, y) = _mlp_problem()
+        batch = (x, 1e5 + y)  # inf in float16
+
+        def loss_fn(p, b):
+            inputs, targets = b
+            assert targets.dtype == F32, targets.dtype  # never cast
+            assert inputs.dtype == x_dtype, inputs.dtype
+            assert p["out"]["w"].dtype == F16, p["out"]["w"].dtype
+            h = jnp.tanh(inputs @ p["hidden"]["w"] + p["hidden"]["b"])
+            error = h @ p["out"]["w"] - (targets - 1e5)
+            return 1e-3 * jnp.mean(error**2)  # in float16's range at 2**15
+
+        given = {} if cast_batch is None else {"cast_batch": cast_batch}
+        ts = boostax.make_train_step(
+            optax.adam(1e-2), loss_fn=loss_fn, precision="O2", **given
+        )
+        state = ts.init(params)
+        losses = []
+        for _ in range(5):
+            state, metrics = ts(state, batch)
+            self.assertFalse(bool(metrics["overflow"]))
+            losses.append(float(metrics["loss"]))
+        self.assertLess(losses[-1], losses[0])
+        self.assertEqual(_dtypes(state.params), {F32})
+
+    def test_cast_batch_errors(self):
+        with self.assertRaisesRegex(TypeError, "`cast_batch` must be None"):
+            _mlp_step("O2", cast_batch=(1, 0))
+        with self.assertRaisesRegex(ValueError, "`cast_batch=` goes with"):
+            _resnet_step("O2", cast_batch=(True, False))
+        # Never accepted and ignored: a float32 step casts nothing.
+        for precision in (None, "O0"):
+            with self.assertRaisesRegex(ValueError, "`cast_batch`.*float32"):
+                _mlp_step(precision, cast_batch=(True, False))
+        _, batch = _mlp_problem()
+        with self.assertRaisesRegex(
+            ValueError, "`cast_batch` must be a prefix"
+        ):
+            precision_lib.cast_batch_leaves(batch, (True, False, True), F16)
+
+
+def _cast(tree, dtype):
+    return precision_lib.cast_floating(tree, dtype)
+
+
+class StateDtypeTest(parameterized.TestCase):
+    """The state check compares the dtype and shape of every leaf."""
+
+    def test_a_float16_state_is_refused_by_a_float32_step(self):
+        params, batch = _mlp_problem()
+        ts = boostax.make_train_step(
+            optax.sgd(0.1, momentum=0.9), loss_fn=_mlp_loss
+        )
+        state = ts.init(params)
+        ts.check_state(state)  # its own, restored: accepted
+        half = state.replace(params=_cast(state.params, F16))
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`state.params\['hidden'\]\['b'\]` .* expected float32\[1,64\], "
+            r"got float16\[1,64\]",
+        ):
+            ts(half, batch)
+        # Every slot: the optimizer's momentum too.
+        with self.assertRaisesRegex(
+            ValueError, r"`state.opt_state.* expected float32.*got bfloat16"
+        ):
+            ts.check_state(
+                state.replace(opt_state=_cast(state.opt_state, BF16))
+            )
+        # Another model of the same structure: other shapes.
+        wider, _ = _mlp_problem()
+        wider["hidden"]["b"] = jnp.zeros((1, 65), jnp.float32)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`state.params\['hidden'\]\['b'\]` .*\[1,64\].*\[1,65\]",
+        ):
+            ts.check_state(state.replace(params=wider))
+
+    def test_a_step_without_init_keeps_the_first_states_dtypes(self):
+        params, _ = _mlp_problem()
+        state = _mlp_step(None).init(params)
+        fresh = _mlp_step(None)  # restoring: no `init` on this step
+        fresh.check_state(state)
+        fresh.check_state(state)
+        with self.assertRaisesRegex(ValueError, "expected float32.*float16"):
+            fresh.check_state(state.replace(params=_cast(state.params, F16)))
+
+    def test_a_policy_state_keeps_float32_masters(self):
+        params, _ = _mlp_problem()
+        ts = _mlp_step("O2")
+        state = ts.init(params)
+        half = state.replace(params=_cast(state.params, F16))
+        with self.assertRaisesRegex(ValueError, "expected float32.*float16"):
+            ts.check_state(half)
 
 
 class CompositionTest(parameterized.TestCase):

@@ -485,6 +485,7 @@ def auto_boost(
     rng_collections: Sequence[str] | None = None,
     train_kwargs: Mapping[str, Any] | None = None,
     eval_kwargs: Mapping[str, Any] | None = None,
+    cast_batch: Any = None,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
 
@@ -519,7 +520,9 @@ def auto_boost(
         loss in float32, and a dynamic loss scale unless `loss_scale` is
         given), ``"O3"`` (all parameters cast), ``"bfloat16"`` (O2 in
         bfloat16, no loss scale), or a `PrecisionPolicy`. Parameters,
-        optimizer and model state stay float32. ``None``: float32.
+        optimizer and model state stay float32. ``None``: float32. A
+        float16 policy that brings no loss scale (``loss_scale=None``)
+        needs `loss_scale`: the call raises otherwise.
       mesh: a ``jax.sharding.Mesh`` to train data-parallel on: the batch is
         split over its devices, parameters replicated, gradients averaged —
         or, with AdaSum on (O2), averaged within each node of
@@ -567,6 +570,10 @@ def auto_boost(
         ``train``).
       eval_kwargs: the same for `TrainStep.predict` (default
         ``{"train": False}``).
+      cast_batch: with `loss_fn` and a half-precision `precision`, the
+        parts of the batch that are inputs, cast to the compute dtype (a
+        pytree of bools, a prefix of the batch, or a function of the batch
+        returning one); targets are never cast. ``None``: nothing is.
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)``, then
@@ -680,6 +687,7 @@ def auto_boost(
         has_aux=has_aux,
         predict_fn=predict_fn,
         convert_variables=convert_variables,
+        cast_batch=cast_batch,
         **model_options,
     )
     freezing = None

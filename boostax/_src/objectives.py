@@ -560,17 +560,31 @@ class NNXObjective:
 class FunctionObjective:
     """A plain loss function of the params, with no model state.
 
+    Under a precision policy the parameters are cast to its compute dtype
+    and the loss comes back in float32; the batch is passed as given (its
+    targets, whatever their range, are never cast), except the leaves
+    `cast_batch` marks as inputs.
+
     Args:
       loss_fn: ``loss_fn(params, batch) -> scalar``, or ``(scalar, metrics)``
         when `has_aux`.
       has_aux: whether `loss_fn` also returns a dict of metrics.
       predict_fn: optional ``predict_fn(params, inputs) -> outputs`` for
         evaluation.
+      cast_batch: under a half-precision policy, which parts of the batch
+        are inputs whose floating leaves are cast to the compute dtype: a
+        pytree of bools, a prefix of the batch (``(True, False)`` for an
+        ``(inputs, targets)`` pair), or a function of the batch returning
+        one; ``None``: nothing of the batch is cast.
     """
 
     loss: Callable[..., Any]
     has_aux: bool = False
     predict_fn: Callable[..., Any] | None = None
+    cast_batch: Any = None
+
+    def __post_init__(self):
+        precision_lib.check_cast_batch(self.cast_batch)
 
     def split(self, variables):
         return variables, None
@@ -590,11 +604,14 @@ class FunctionObjective:
         del rng
         policy = precision_lib.current()
         if policy is not None:
-            # No layers to cast their own: the parameters and every
-            # floating leaf of the batch are cast, the loss comes back in
-            # float32.
+            # No layers to cast their own: the parameters are cast, and the
+            # batch's leaves the user marked as inputs; targets never (1e5
+            # is inf in float16). The loss comes back in float32.
             params = precision_lib.cast_floating(params, policy.compute_dtype)
-            batch = policy.cast_inputs(batch)
+            if self.cast_batch is not None:
+                batch = precision_lib.cast_batch_leaves(
+                    batch, self.cast_batch, policy.compute_dtype
+                )
         value, metrics = _loss_result(
             self.loss(params, batch), self.has_aux, "loss_fn"
         )
@@ -624,6 +641,7 @@ def make_objective(
     rng_collections: Sequence[str] | None = None,
     train_kwargs: Mapping[str, Any] | None = None,
     eval_kwargs: Mapping[str, Any] | None = None,
+    cast_batch: Any = None,
 ) -> Objective:
     """Builds the objective for a Linen or NNX `model` + `loss`, or `loss_fn`.
 
@@ -644,6 +662,8 @@ def make_objective(
       train_kwargs, eval_kwargs: with `model`, keyword arguments of its call
         in training / evaluation (Linen default: ``train=True`` / ``False``
         when its ``__call__`` takes ``train``).
+      cast_batch: with `loss_fn`, which parts of the batch a half-precision
+        policy casts (`FunctionObjective`); ``None``: none.
 
     Returns:
       A `LinenObjective`, `NNXObjective` or `FunctionObjective`.
@@ -673,7 +693,13 @@ def make_objective(
         validation.check_callable("loss_fn", loss_fn, "a callable")
         if predict_fn is not None:
             validation.check_callable("predict_fn", predict_fn, "a callable")
-        return FunctionObjective(loss_fn, has_aux, predict_fn)
+        return FunctionObjective(loss_fn, has_aux, predict_fn, cast_batch)
+    if cast_batch is not None:
+        raise ValueError(
+            "`cast_batch=` goes with `loss_fn=`: with `model=`, a precision "
+            "policy casts the inputs of each (inputs, targets) batch and "
+            "never the targets."
+        )
     if not callable(loss):
         raise TypeError(
             f"`loss` must be a callable loss(outputs, targets), got {loss!r}."

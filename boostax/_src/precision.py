@@ -26,7 +26,7 @@ MindSpore's amp levels by name (`precision_policy`):
 ``O0``  float32 everywhere (the step is unchanged, bit for bit)
 ``O2``  half precision; parameters float32, cast by each layer;
         normalisation layers and the loss in float32; a dynamic
-        loss scale by default when the compute dtype is float16
+        loss scale when the compute dtype is float16
 ``O3``  every parameter cast to half precision before the forward
         (normalisation parameters too); the loss in float32; a dynamic
         loss scale by default with float16 (MindSpore's O3 sets none)
@@ -34,6 +34,13 @@ MindSpore's amp levels by name (`precision_policy`):
 
 MindSpore's ``O1`` casts a white list of operators; it is not built
 (`precision_policy` raises ``NotImplementedError``).
+
+A precision that can underflow brings or demands its loss scale: float16's
+gradients round to zero below 6e-8, so a float16 policy brings a dynamic
+loss scale unless told otherwise, and a step built from a float16 policy
+without one (``loss_scale=None``) and without the step's own `loss_scale`
+raises. ``loss_scale="off"`` is the explicit way to train float16
+unscaled. bfloat16 has float32's exponent range and needs none.
 
 References:
   Micikevicius et al., "Mixed Precision Training", ICLR 2018.
@@ -50,7 +57,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from boostax._src import validation
+from boostax._src import tree_diff, validation
 
 PyTree = Any
 
@@ -66,19 +73,29 @@ LEVELS = ("O0", "O2", "O3")
 NORMALIZATION_LAYERS = frozenset(
     {"BatchNorm", "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm"}
 )
-LOSS_SCALES = (None, "dynamic")
+# "auto": "dynamic" with float16, None otherwise (resolved when built);
+# "off": no loss scale, on purpose (None with float16 demands the step's).
+LOSS_SCALES = ("auto", "dynamic", None, "off")
+# The compute dtypes whose gradients underflow without a loss scale.
+UNDERFLOWING_DTYPES = frozenset({jnp.dtype(jnp.float16)})
 # A float16 backward needs its gradients scaled up into float16's range;
-# 2**15 is the start jmp and Flax's DynamicScale use (MindSpore: 2**24,
-# which overflows float16 on the first steps until it has backed off).
+# 2**15 is the start of jmp's README and of TensorFlow's dynamic loss scale
+# (Flax's DynamicScale starts at 2**16; MindSpore at 2**24, which overflows
+# float16 on the first steps until it has backed off).
 POLICY_LOSS_SCALE = 2.0**15
+
+
+def _as_dtype(value: Any) -> jnp.dtype | None:
+    """`value` as a ``jnp.dtype``, ``None`` where NumPy understands none."""
+    try:
+        return jnp.dtype(value)
+    except (TypeError, ValueError):  # "data type 'x' not understood"
+        return None
 
 
 def _check_dtype(name: str, value: Any, allowed=tuple(COMPUTE_DTYPES)):
     """`value` as a ``jnp.dtype`` among the floating dtypes named."""
-    try:
-        dtype = jnp.dtype(value)
-    except TypeError:
-        dtype = None
+    dtype = _as_dtype(value)
     if dtype is None or dtype.name not in allowed:
         raise ValueError(
             f"`{name}` must be one of {allowed} (a name or a jnp dtype), "
@@ -106,9 +123,14 @@ class PrecisionPolicy:
         (their ``dtype`` set to float32), e.g. ``("Dense",)`` for a last
         layer whose logits need float32's range. With `cast_params`, their
         parameters arrive rounded to the compute dtype.
-      loss_scale: ``"dynamic"``: the step uses a `DynamicLossScale`
-        starting at 2**15 unless one is passed (needed with float16, whose
-        smallest normal number is 6e-5); ``None``: none by default.
+      loss_scale: ``"auto"`` (default): ``"dynamic"`` with a float16
+        `compute_dtype`, ``None`` otherwise. ``"dynamic"``: the step uses a
+        `DynamicLossScale` starting at 2**15 unless one is passed to the
+        step (needed with float16, whose gradients round to zero below
+        6e-8). ``None``: the policy brings none; with float16 the step then
+        needs its own ``loss_scale=`` and raises without one. ``"off"``:
+        none, on purpose (float16 trains unscaled, its small gradients
+        flushed to zero).
       recompute_float32: with a half `compute_dtype`, the backward pass
         recomputes the float32 intermediates of the forward pass
         (normalisation arithmetic, the loss's softmax) from the
@@ -134,7 +156,7 @@ class PrecisionPolicy:
     compute_dtype: Any = "float32"
     cast_params: bool = False
     float32_modules: tuple[str, ...] = ()
-    loss_scale: str | None = None
+    loss_scale: str | None = "auto"
     recompute_float32: bool = True
     reduce_dtype: Any = "float32"
     name: str = ""
@@ -153,6 +175,12 @@ class PrecisionPolicy:
             )
         object.__setattr__(self, "float32_modules", tuple(modules))
         validation.check_one_of("loss_scale", self.loss_scale, LOSS_SCALES)
+        if self.loss_scale == "auto":
+            object.__setattr__(
+                self,
+                "loss_scale",
+                "dynamic" if compute in UNDERFLOWING_DTYPES else None,
+            )
         validation.check_bool("recompute_float32", self.recompute_float32)
         reduce = _check_dtype(
             "reduce_dtype",
@@ -169,8 +197,16 @@ class PrecisionPolicy:
         return (
             self.compute_dtype == FLOAT32
             and not self.float32_modules
-            and self.loss_scale is None
+            and self.loss_scale in (None, "off")
         )
+
+    @property
+    def needs_loss_scale(self) -> bool:
+        """Whether the step must bring a loss scale of its own: a compute
+        dtype that underflows (float16) and a policy that brings none
+        without having been told ``loss_scale="off"``."""
+        underflows = self.compute_dtype in UNDERFLOWING_DTYPES
+        return underflows and self.loss_scale is None
 
     @property
     def recomputes(self) -> bool:
@@ -217,6 +253,50 @@ def cast_floating(tree: PyTree, dtype) -> PyTree:
         return x
 
     return jax.tree.map(cast, tree)
+
+
+def check_cast_batch(value: Any) -> Any:
+    """Validates a ``cast_batch=`` argument (see `cast_batch_leaves`)."""
+    if value is None or callable(value):
+        return value
+    leaves = jax.tree.leaves(value)
+    if not leaves or not all(isinstance(x, bool) for x in leaves):
+        raise TypeError(
+            "`cast_batch` must be None, a pytree of bools that is a prefix "
+            "of the batch (e.g. (True, False) for an (inputs, targets) "
+            "pair: True for the inputs to cast) or a function of the batch "
+            f"returning one, {validation.got(value)}."
+        )
+    return value
+
+
+def cast_batch_leaves(batch: PyTree, cast_batch: Any, dtype) -> PyTree:
+    """`batch` with the floating leaves `cast_batch` marks cast to `dtype`.
+
+    Args:
+      batch: the batch a plain ``loss_fn(params, batch)`` receives.
+      cast_batch: a pytree of bools, a prefix of `batch` (``True``: the
+        floating leaves below are inputs, cast), or a function of the batch
+        returning one.
+      dtype: the compute dtype.
+
+    Returns:
+      The batch, every leaf not marked (targets, integer data) as given.
+    """
+    mask = cast_batch(batch) if callable(cast_batch) else cast_batch
+    check_cast_batch(mask)
+    try:
+        return jax.tree.map(
+            lambda cast, sub: cast_floating(sub, dtype) if cast else sub,
+            mask,
+            batch,
+        )
+    except ValueError as e:
+        raise ValueError(
+            "`cast_batch` must be a prefix of the batch's structure: got "
+            f"{tree_diff.describe(mask)} for a batch "
+            f"{tree_diff.describe(batch)} ({e})."
+        ) from None
 
 
 _REDUCTIONS = ("reduce_", "argmax", "argmin")
@@ -278,10 +358,11 @@ def precision_policy(
         )
     validation.check_one_of("level", level, LEVELS)
     if level == "O0":
-        if dtype is not None and jnp.dtype(dtype) != FLOAT32:
+        if dtype is not None and _as_dtype(dtype) != FLOAT32:
             raise ValueError(
-                f"amp level 'O0' computes in float32, got dtype={dtype!r}; "
-                "use 'O2' or 'O3' for half precision."
+                "amp level 'O0' computes in float32: `dtype` must be None or "
+                f"'float32', {validation.got(dtype)}; use 'O2' or 'O3' "
+                "(with 'bfloat16' or 'float16') for half precision."
             )
         return PrecisionPolicy(name="O0", **overrides)
     half = _check_dtype(
@@ -290,7 +371,6 @@ def precision_policy(
     fields = dict(
         compute_dtype=half,
         cast_params=level == "O3",
-        loss_scale="dynamic" if half == jnp.float16 else None,
         name=f"{level} ({half.name})",
     )
     return PrecisionPolicy(**{**fields, **overrides})

@@ -95,7 +95,12 @@ class StepBuilder:
       precision: a `PrecisionPolicy` or its name (`get_policy`): the dtype
         the forward and backward pass run in; ``None``: float32. A policy
         whose ``loss_scale`` is ``"dynamic"`` brings a `DynamicLossScale`
-        (starting at 2**15) when `loss_scale` is ``None``.
+        (starting at 2**15) when `loss_scale` is ``None``; a float16 policy
+        that brings none (``loss_scale=None``) needs `loss_scale`.
+
+    Raises:
+      ValueError: a float16 `precision` without a loss scale from the
+        policy or `loss_scale` (the policy's ``loss_scale="off"`` opts out).
 
     Attributes:
       trace_count: how many step functions have been traced (each jit of
@@ -135,6 +140,8 @@ class StepBuilder:
             loss_scale = loss_scale_lib.DynamicLossScale(
                 precision_lib.POLICY_LOSS_SCALE
             )
+        step_checks.check_underflow(precision, loss_scale)
+        step_checks.check_cast_batch_used(objective, precision)
         self.precision = precision
         self.objective = objective
         self.optimizer = optimizer
@@ -145,6 +152,9 @@ class StepBuilder:
         self.trace_count = 0
         self._count_lock = threading.Lock()  # background threads trace too
         self._plan: StepPlan | None = None
+        # Shapes and dtypes of the first state `init` built (or, before any
+        # `init`, the first one accepted): every later state must match.
+        self._reference: dict[str, Any] | None = None
 
     # -- the plan ---------------------------------------------------------
 
@@ -222,7 +232,10 @@ class StepBuilder:
             algorithms=self.init_algorithms(plan),
         )
         if self.data_parallel is not None:
+            # (Per-device optimizer states gain their device axis here.)
             state = self.data_parallel.place_state(state)
+        if self._reference is None:
+            self._reference = step_checks.abstract_slots(state)
         return state
 
     def check_state(self, state: Any) -> None:
@@ -242,6 +255,10 @@ class StepBuilder:
             ),
         }
         step_checks.check_slots(state, expected, plan.template)
+        if self._reference is None:
+            self._reference = step_checks.abstract_slots(state)
+        else:
+            step_checks.check_leaf_types(state, self._reference)
 
     # -- the step ---------------------------------------------------------
 

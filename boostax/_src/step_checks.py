@@ -160,6 +160,116 @@ def check_slots(state, expected: dict[str, Any], template) -> None:
             )
 
 
+# The slots a step computes with, whose leaves keep their shape and dtype
+# from step to step (the step counter and the PRNG key are checked apart).
+LEAF_SLOTS = ("params", "opt_state", "model_state", "algorithms")
+
+
+def _abstract(leaf):
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        return jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype)
+    return leaf  # a Python scalar: no dtype of its own to compare
+
+
+def abstract_slots(state) -> dict[str, Any]:
+    """``{slot: tree of jax.ShapeDtypeStruct}`` of `state`'s `LEAF_SLOTS`:
+    the reference `check_leaf_types` compares later states with."""
+    return {
+        name: jax.tree.map(_abstract, getattr(state, name))
+        for name in LEAF_SLOTS
+    }
+
+
+def _signature(leaf) -> str:
+    shape = ",".join(str(n) for n in np.shape(leaf))
+    return f"{jnp.dtype(leaf.dtype).name}[{shape}]"
+
+
+def check_leaf_types(state, reference: dict[str, Any]) -> None:
+    """Raises if a leaf of `state` differs in dtype or shape from `reference`.
+
+    A state's structure can match the step's while its leaves do not: a
+    float16 copy of a float32 state would be trained in float16, another
+    model's kernels of other widths fail deep in the step. Every leaf of
+    the `LEAF_SLOTS` is compared (on the host: shapes and dtypes only).
+
+    Args:
+      state: the `TrainState` given to the step.
+      reference: `abstract_slots` of the state the step's `init` built (or,
+        before any `init`, of the first state the step accepted).
+
+    Raises:
+      ValueError: naming the first leaf that differs, by its path in the
+        state, with the dtype and shape expected and given.
+    """
+    for name, want_tree in reference.items():
+        given_tree = getattr(state, name)
+        difference = tree_diff.first_difference(
+            want_tree, given_tree, f"state.{name}"
+        )
+        if difference is not None:
+            path, want, given = difference
+            raise ValueError(
+                f"`{path}` does not match the state this step was built for:"
+                f" expected {want}, got {given}. {_REBUILD}"
+            )
+        wanted = jax.tree_util.tree_leaves_with_path(want_tree)
+        for (key, want), leaf in zip(
+            wanted, jax.tree.leaves(given_tree), strict=True
+        ):
+            if not (
+                isinstance(want, jax.ShapeDtypeStruct)
+                and hasattr(leaf, "dtype")
+            ):
+                continue
+            if want.dtype != leaf.dtype or want.shape != np.shape(leaf):
+                raise ValueError(
+                    f"`state.{name}{jax.tree_util.keystr(key)}` does not "
+                    f"match the state this step was built for: expected "
+                    f"{_signature(want)}, got {_signature(leaf)} (the step "
+                    "would train it as given: a float16 copy of a float32 "
+                    "state in float16). Cast it back to the expected dtype. "
+                    f"{_REBUILD}"
+                )
+
+
+def check_underflow(precision, loss_scale) -> None:
+    """Refuses a float16 step without a loss scale (never silent).
+
+    A precision that can underflow brings or demands its loss scale: a
+    float16 policy whose ``loss_scale`` is ``None`` (e.g. a bfloat16 policy
+    turned float16 by ``dataclasses.replace``) needs the step's own
+    `loss_scale`; ``loss_scale="off"`` in the policy opts out on purpose.
+    """
+    if precision is None or loss_scale is not None:
+        return
+    if precision.needs_loss_scale:
+        label = f" {precision.name!r}" if precision.name else ""
+        raise ValueError(
+            f"The precision policy{label} computes in "
+            f"{precision.compute_dtype.name}, whose gradients round to zero "
+            "below 6e-8, and neither the policy "
+            "(`loss_scale=None`) nor the step brings a loss scale. Pass "
+            "`loss_scale=boostax.DynamicLossScale(2.0**15)` (or a static or "
+            "group scale) to the step, or build the policy with "
+            "`loss_scale='dynamic'` (a float16 policy's default); "
+            "`loss_scale='off'` in the policy trains it unscaled on purpose."
+        )
+
+
+def check_cast_batch_used(objective, precision) -> None:
+    """Refuses a ``cast_batch`` the step would ignore (a float32 step)."""
+    if getattr(objective, "cast_batch", None) is None:
+        return
+    if precision is None or precision.compute_dtype == jnp.float32:
+        raise ValueError(
+            "`cast_batch` names the batch's inputs that a half-precision "
+            "step casts to its compute dtype, and this step computes in "
+            "float32: pass `precision=` a half precision (e.g. 'bfloat16' "
+            "or 'O2'), or drop `cast_batch`."
+        )
+
+
 def check_precision(precision, data_parallel) -> None:
     """Refuses a gradient reduction dtype the step would not use.
 

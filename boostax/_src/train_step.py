@@ -502,6 +502,7 @@ def make_train_step(
     rng_collections: Any = None,
     train_kwargs: Any = None,
     eval_kwargs: Any = None,
+    cast_batch: Any = None,
 ) -> TrainStep:
     """Builds a jitted train step from a model or loss and an optimizer.
 
@@ -529,7 +530,10 @@ def make_train_step(
         ``"O3"`` (all parameters cast), or ``"bfloat16"`` / ``"float16"``
         (O2 in that dtype; no loss scale with bfloat16). Parameters,
         optimizer and model state stay float32; `TrainStep.predict` runs in
-        float32. ``None``: float32.
+        float32. ``None``: float32. A float16 policy without a loss scale
+        of its own (``loss_scale=None``) needs `loss_scale`: building the
+        step raises otherwise. With `loss_fn`, the params are cast and the
+        batch is passed as given (see `cast_batch`).
       skip_nonfinite: skip (leave params, optimizer and model state exactly
         as they were) a step whose gradients are not finite; `metrics` gets
         ``overflow``.
@@ -542,6 +546,12 @@ def make_train_step(
         in training; default ``("dropout",)``.
       train_kwargs, eval_kwargs: with `model`, keyword arguments of its call
         in training and in `TrainStep.predict`.
+      cast_batch: with `loss_fn` and a half-precision `precision`, the parts
+        of the batch that are inputs, cast to the compute dtype: a pytree of
+        bools, a prefix of the batch (``(True, False)`` for an ``(inputs,
+        targets)`` pair), or a function of the batch returning one. Other
+        leaves (targets) are never cast. ``None``: nothing is cast (JAX then
+        promotes the float16 params and float32 inputs to float32).
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)`` then
@@ -568,6 +578,7 @@ def make_train_step(
         rng_collections=rng_collections,
         train_kwargs=train_kwargs,
         eval_kwargs=eval_kwargs,
+        cast_batch=cast_batch,
     )
     return TrainStep(
         objective,
