@@ -533,6 +533,8 @@ class PlainLossFunctionTest(parameterized.TestCase):
             ValueError, "`cast_batch` must be a prefix"
         ):
             precision_lib.cast_batch_leaves(batch, (True, False, True), F16)
+        with self.assertRaisesRegex(TypeError, "`cast_batch` must be None"):
+            precision_lib.cast_batch_leaves(batch, lambda b: None, F16)
 
 
 def _cast(tree, dtype):

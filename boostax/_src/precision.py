@@ -151,6 +151,8 @@ class PrecisionPolicy:
       (True, None)
       >>> boostax.precision_policy("O2").loss_scale  # float16
       'dynamic'
+      >>> boostax.PrecisionPolicy("float16").loss_scale  # brings its own
+      'dynamic'
     """
 
     compute_dtype: Any = "float32"
@@ -255,11 +257,12 @@ def cast_floating(tree: PyTree, dtype) -> PyTree:
     return jax.tree.map(cast, tree)
 
 
-def check_cast_batch(value: Any) -> Any:
-    """Validates a ``cast_batch=`` argument (see `cast_batch_leaves`)."""
-    if value is None or callable(value):
+def check_cast_batch(value: Any, *, allow_function: bool = True) -> Any:
+    """Validates a ``cast_batch=`` argument (see `cast_batch_leaves`);
+    without `allow_function`, what such a function returned."""
+    if allow_function and (value is None or callable(value)):
         return value
-    leaves = jax.tree.leaves(value)
+    leaves = [] if callable(value) else jax.tree.leaves(value)
     if not leaves or not all(isinstance(x, bool) for x in leaves):
         raise TypeError(
             "`cast_batch` must be None, a pytree of bools that is a prefix "
@@ -284,7 +287,7 @@ def cast_batch_leaves(batch: PyTree, cast_batch: Any, dtype) -> PyTree:
       The batch, every leaf not marked (targets, integer data) as given.
     """
     mask = cast_batch(batch) if callable(cast_batch) else cast_batch
-    check_cast_batch(mask)
+    check_cast_batch(mask, allow_function=False)
     try:
         return jax.tree.map(
             lambda cast, sub: cast_floating(sub, dtype) if cast else sub,
