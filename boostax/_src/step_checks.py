@@ -222,15 +222,22 @@ def check_leaf_types(state, reference: dict[str, Any]) -> None:
                 and hasattr(leaf, "dtype")
             ):
                 continue
-            if want.dtype != leaf.dtype or want.shape != np.shape(leaf):
-                raise ValueError(
-                    f"`state.{name}{jax.tree_util.keystr(key)}` does not "
-                    f"match the state this step was built for: expected "
-                    f"{_signature(want)}, got {_signature(leaf)} (the step "
-                    "would train it as given: a float16 copy of a float32 "
-                    "state in float16). Cast it back to the expected dtype. "
-                    f"{_REBUILD}"
+            if want.shape != np.shape(leaf):
+                hint = "(A leaf of another model?) "
+            elif want.dtype != leaf.dtype:
+                hint = (
+                    "The step would train it in "
+                    f"{jnp.dtype(leaf.dtype).name}: cast it back to "
+                    f"{jnp.dtype(want.dtype).name}. "
                 )
+            else:
+                continue
+            raise ValueError(
+                f"`state.{name}{jax.tree_util.keystr(key)}` does not match "
+                "the state this step was built for: expected "
+                f"{_signature(want)}, got {_signature(leaf)}. {hint}"
+                f"{_REBUILD}"
+            )
 
 
 def check_underflow(precision, loss_scale) -> None:
