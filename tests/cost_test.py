@@ -220,6 +220,15 @@ class CostReportTest(absltest.TestCase):
         self.assertTrue(flops[0] > flops[1] > flops[2], flops)
         self.assertLess(report.ratios["bytes_accessed"], 1.0)
         self.assertLess(report.expected_step_ratio, 1.0)
+        # Kernels, weighted like the FLOPs: LessBN's and the frozen
+        # backward's are gone.
+        kernels = [report.executables[f"depth {k}"].kernels for k in range(3)]
+        self.assertAlmostEqual(
+            report.weighted["kernels"],
+            sum(report.shares[f"depth {k}"] * kernels[k] for k in range(3)),
+        )
+        self.assertTrue(plain.kernels > kernels[0] > kernels[2], kernels)
+        self.assertLess(report.ratios["kernels"], 1.0)
         self.assertEqual(len(report.less_bn.removed), 3)
         self.assertEqual(report.algorithms, ("less_bn", "grad_freeze"))
         self.assertEqual(set(report.compile_seconds), set(report.executables))
