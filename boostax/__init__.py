@@ -82,6 +82,7 @@ from boostax._src.freezing import (
 from boostax._src.freezing import (
     split_parameters_groups as split_parameters_groups,
 )
+from boostax._src.hlo_kernels import kernel_counts as kernel_counts
 from boostax._src.less_bn import less_bn as less_bn
 from boostax._src.less_bn import less_bn_report as less_bn_report
 from boostax._src.less_bn_linen import LinenLessBN as LinenLessBN
@@ -206,6 +207,7 @@ __all__ = (
     "has_updated",
     "hierarchical_adasum_reduce",
     "interleaved_timings",
+    "kernel_counts",
     "less_bn",
     "less_bn_report",
     "load_pca_matrix",

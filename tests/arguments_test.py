@@ -671,6 +671,12 @@ _TABLE = [
         (("int", 1, TypeError), ("bytes", b"hlo", TypeError)),
     ),
     (
+        "kernel_counts",
+        "hlo",
+        lambda v: boostax.kernel_counts(v),
+        (("int", 1, TypeError), ("no_entry", "HloModule m", ValueError)),
+    ),
+    (
         "executable_cost",
         "compiled",
         lambda v: boostax.executable_cost(v),
@@ -685,7 +691,7 @@ _TABLE = [
     (
         "ExecutableCost",
         "temp_bytes",
-        lambda v: boostax.ExecutableCost(1.0, 1.0, v, 0, 0, 0.0, {}),
+        lambda v: boostax.ExecutableCost(1.0, 1.0, v, 0, 0, 0.0, {}, 0, {}),
         BAD_TYPES_FOR_INTS,
     ),
     (

@@ -87,6 +87,98 @@ class CollectiveBytesTest(absltest.TestCase):
         self.assertEqual(groups("replica_groups={}, to_apply=%add"), [])
 
 
+# An optimized HLO module (abridged) with each rule of `kernel_counts`.
+KERNELS_HLO = """HloModule jit_step, is_scheduled=true
+
+%fused_computation (p.0: f32[4]) -> f32[4] {
+  %p.0 = f32[4]{0} parameter(0)
+  %sine = f32[4]{0} sine(f32[4]{0} %p.0)
+  ROOT %multiply = f32[4]{0} multiply(f32[4]{0} %sine, f32[4]{0} %sine)
+}
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %add = f32[] add(f32[] %a, f32[] %b)
+}
+
+%small (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %copy.9 = f32[4]{0} copy(f32[4]{0} %p)
+}
+
+%large (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  %f.1 = f32[4]{0} fusion(f32[4]{0} %p), kind=kLoop, calls=%fused_computation
+  ROOT %f.2 = f32[4]{0} fusion(%f.1), kind=kLoop, calls=%fused_computation
+}
+
+%cond (t: (s32[], f32[4])) -> pred[] {
+  %t = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element((s32[], f32[4]{0}) %t), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(s32[] %i, s32[] %n), direction=LT
+}
+
+%body (t: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %t = (s32[], f32[4]{0}) parameter(0)
+  %x = f32[4]{0} get-tuple-element((s32[], f32[4]{0}) %t), index=1
+  %gemm = (f32[4]{0}, s8[0]{0}) custom-call(%x), custom_call_target="gemm"
+  ROOT %r = (s32[], f32[4]{0}) tuple(s32[] %i, f32[4]{0} %x)
+}
+
+%outlined (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %d = f32[4]{0} dot(f32[4]{0} %p, f32[4]{0} %p)
+}
+
+ENTRY %main.7 (x: f32[4], k: pred[]) -> (f32[4], f32[4]) {
+  %x = f32[4]{0} parameter(0), metadata={op_name="x"}
+  %k = pred[] parameter(1)
+  %c = f32[] constant(0)
+  %b = f32[2,2]{1,0} bitcast(f32[4]{0} %x)
+  %copy = f32[4]{0} copy(f32[4]{0} %x)
+  %fusion = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused_computation
+  %r = f32[] reduce(f32[4]{0} %x, f32[] %c), dimensions={0}, to_apply=%add
+  %ars = f32[4]{0} all-reduce-start(%x), replica_groups={}, to_apply=%add
+  %ard = f32[4]{0} all-reduce-done(f32[4]{0} %ars)
+  %cd = f32[4]{0} conditional(%k, %x, %x), branch_computations={%small, %large}
+  %w = (s32[], f32[4]{0}) while(%t), condition=%cond, body=%body
+  %o = f32[4]{0} call(f32[4]{0} %x), to_apply=%outlined
+  %g = f32[4]{0} get-tuple-element((s32[], f32[4]{0}) %w), index=1
+  ROOT %tuple = (f32[4]{0}, f32[4]{0}) tuple(f32[4]{0} %copy, f32[4]{0} %fusion)
+}
+"""
+
+
+class KernelCountsTest(absltest.TestCase):
+    def test_rules(self):
+        self.assertEqual(
+            boostax.kernel_counts(KERNELS_HLO),
+            {
+                "all-reduce-start": 1,  # not its -done half
+                "compare": 1,  # the loop's condition, once
+                "copy": 1,
+                "custom-call": 1,  # the loop's body, once
+                "dot": 1,  # the call's computation
+                "fusion": 1 + 2,  # one, and the conditional's larger branch
+                "reduce": 1,  # its reducer is no kernel of its own
+            },
+        )
+
+    def test_compiled_program(self):
+        compiled = (
+            jax.jit(lambda x: (x, jnp.sin(x) * 2)).lower(jnp.ones(4)).compile()
+        )
+        # The returned input is copied into a new buffer (not donated).
+        self.assertEqual(
+            boostax.kernel_counts(compiled.as_text()), {"copy": 1, "fusion": 1}
+        )
+        cost = boostax.executable_cost(compiled)
+        self.assertEqual(cost.kernels, 2)
+        self.assertEqual(cost.kernel_kinds, {"copy": 1, "fusion": 1})
+
+
 class ExecutableCostTest(absltest.TestCase):
     def test_matmul(self):
         compiled = (
@@ -128,6 +220,15 @@ class CostReportTest(absltest.TestCase):
         self.assertTrue(flops[0] > flops[1] > flops[2], flops)
         self.assertLess(report.ratios["bytes_accessed"], 1.0)
         self.assertLess(report.expected_step_ratio, 1.0)
+        # Kernels, weighted like the FLOPs: LessBN's and the frozen
+        # backward's are gone.
+        kernels = [report.executables[f"depth {k}"].kernels for k in range(3)]
+        self.assertAlmostEqual(
+            report.weighted["kernels"],
+            sum(report.shares[f"depth {k}"] * kernels[k] for k in range(3)),
+        )
+        self.assertTrue(plain.kernels > kernels[0] > kernels[2], kernels)
+        self.assertLess(report.ratios["kernels"], 1.0)
         self.assertEqual(len(report.less_bn.removed), 3)
         self.assertEqual(report.algorithms, ("less_bn", "grad_freeze"))
         self.assertEqual(set(report.compile_seconds), set(report.executables))
@@ -160,6 +261,18 @@ class CostReportTest(absltest.TestCase):
         self.assertEqual(report.ratios["bytes_accessed"], 1.0)
         self.assertEqual(report.expected_step_ratio, 1.0)
         self.assertIsNone(report.less_bn)
+        # O0 launches the plain step's kernels, one for one.
+        step, plain = report.executables["step"], report.executables["plain"]
+        self.assertEqual(step.kernel_kinds, plain.kernel_kinds)
+        self.assertGreater(step.kernels, 20)  # convolutions, fusions, ...
+        self.assertEqual(report.weighted["kernels"], plain.kernels)
+        self.assertEqual(report.ratios["kernels"], 1.0)
+        header, _, row = str(report).splitlines()[1:4]
+        self.assertIn("kernels", header)
+        self.assertIn(f" {plain.kernels} ", row)
+        self.assertEqual(
+            report.as_dict()["executables"]["step"]["kernels"], step.kernels
+        )
 
     def test_nnx_and_plain_functions(self):
         digits = _utils.digits(flat=True)

@@ -308,7 +308,8 @@ class AutoBoostProgressiveTest(absltest.TestCase):
             depths.append(int(metrics["frozen_groups"]))
         starts = boostax.progressive_freeze_steps(3, 0.5, 6)  # [3, 4]
         self.assertEqual(depths, [int(np.sum(u >= starts)) for u in range(8)])
-        # FreezeOut's state counts updates, after the optimizer's.
+        # FreezeOut's state, after the optimizer's: one past the index of
+        # the last update in the freeze sequence.
         self.assertIsInstance(state.opt_state[-1], boostax.FreezeOutState)
         self.assertEqual(int(state.opt_state[-1].count), 8)
         self.assertTrue(np.isfinite(metrics["loss"]))

@@ -3,13 +3,13 @@
 """What a train step costs, read from XLA before any training.
 
 `executable_cost` reads one compiled executable: FLOPs and bytes accessed
-(``cost_analysis()``), temporary and argument memory (``memory_analysis()``)
-and the bytes each device sends in its collectives (parsed from the compiled
-HLO by `collective_bytes`). `cost_report` does it for every executable of a
-boosted step — one per freeze depth — and for the plain Optax step of the
-same model, weights the depths by how often the freezing sequence runs them,
-and projects a step-time ratio on a named accelerator with the roofline
-model::
+(``cost_analysis()``), temporary and argument memory (``memory_analysis()``),
+the bytes each device sends in its collectives (parsed from the compiled
+HLO by `collective_bytes`) and the kernels it launches (`kernel_counts`).
+`cost_report` does it for every executable of a boosted step — one per
+freeze depth — and for the plain Optax step of the same model, weights the
+depths by how often the freezing sequence runs them, and projects a
+step-time ratio on a named accelerator with the roofline model::
 
     t(step) = max(FLOPs / peak FLOP/s, bytes accessed / peak bytes/s)
     ratio   = sum_k share_k t(depth k) / t(plain)
@@ -33,9 +33,9 @@ from jax.sharding import PartitionSpec as P
 
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import hlo_kernels, validation
 from boostax._src import step_bytes as step_bytes_lib
 from boostax._src import train_step as train_step_lib
-from boostax._src import validation
 
 
 class _AcceleratorFields(NamedTuple):
@@ -131,6 +131,8 @@ class _ExecutableCostFields(NamedTuple):
     output_bytes: int
     collective_bytes: float
     collectives: dict[str, int]
+    kernels: int
+    kernel_kinds: dict[str, int]
 
 
 def _check_real(name: str, value: Any) -> float:
@@ -155,6 +157,9 @@ class ExecutableCost(_ExecutableCostFields):
       output_bytes: its outputs.
       collective_bytes: bytes sent per device by its collectives.
       collectives: ``{collective: count}``.
+      kernels: the kernels one run launches, read from the optimized HLO
+        (`kernel_counts`): fusions, custom calls and unfused operations.
+      kernel_kinds: ``{opcode: count}`` of those kernels.
     """
 
     __slots__ = ()
@@ -168,6 +173,8 @@ class ExecutableCost(_ExecutableCostFields):
         output_bytes: int,
         collective_bytes: float,
         collectives: dict[str, int],
+        kernels: int,
+        kernel_kinds: dict[str, int],
     ):
         flops = _check_real("flops", flops)
         bytes_accessed = _check_real("bytes_accessed", bytes_accessed)
@@ -185,8 +192,21 @@ class ExecutableCost(_ExecutableCostFields):
         )
         for count in collectives.values():
             validation.check_int("collectives", count, minimum=0)
+        kernels = validation.check_int("kernels", kernels, minimum=0)
+        validation.check_instance(
+            "kernel_kinds", kernel_kinds, Mapping, "a dict {opcode: count}"
+        )
+        for count in kernel_kinds.values():
+            validation.check_int("kernel_kinds", count, minimum=0)
         return super().__new__(
-            cls, flops, bytes_accessed, *sizes, collective_bytes, collectives
+            cls,
+            flops,
+            bytes_accessed,
+            *sizes,
+            collective_bytes,
+            collectives,
+            kernels,
+            kernel_kinds,
         )
 
 
@@ -210,7 +230,9 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
     if isinstance(analysis, list):  # older JAX: one dict per computation
         analysis = analysis[0] if analysis else {}
     memory = compiled.memory_analysis()
-    sent, counts = step_bytes_lib.collective_bytes(compiled.as_text())
+    hlo = compiled.as_text()
+    sent, counts = step_bytes_lib.collective_bytes(hlo)
+    kinds = hlo_kernels.kernel_counts(hlo)
 
     def read(name):
         return int(getattr(memory, name, 0) or 0)
@@ -223,6 +245,8 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
         output_bytes=read("output_size_in_bytes"),
         collective_bytes=sent,
         collectives=counts,
+        kernels=sum(kinds.values()),
+        kernel_kinds=kinds,
     )
 
 
@@ -244,12 +268,13 @@ class CostReport:
       shares: ``{name: fraction of the steps it runs}`` over the freezing
         sequence (1 for a step without freezing).
       compile_seconds: ``{name: seconds}`` tracing and compiling each one.
-      weighted: the boosted step's FLOPs, bytes accessed and collective
-        bytes averaged over the sequence, and its largest temp memory.
+      weighted: the boosted step's FLOPs, bytes accessed, collective bytes
+        and kernels (launched per step, `kernel_counts`) averaged over the
+        sequence, and its largest temp memory.
       ratios: ``weighted`` over the plain step's: ``flops``,
         ``bytes_accessed``, ``temp_bytes``, ``collective_bytes`` (``None``
-        when the plain step has none) and ``projected_step_time``, the
-        roofline time on `accelerator`.
+        when the plain step has none), ``kernels`` and
+        ``projected_step_time``, the roofline time on `accelerator`.
       accelerator: the `Accelerator` of the projection.
       less_bn: LessBN's `LessBNReport`, or ``None`` when it is off.
       algorithms: the boost algorithms switched on.
@@ -340,7 +365,7 @@ class CostReport:
         header = (
             f"{'executable':<10} {'share':>6} {'GFLOP':>9} {'x plain':>7} "
             f"{'MB accessed':>11} {'x plain':>7} {'temp MB':>8} "
-            f"{'sent MB':>8} {'compile':>8}"
+            f"{'sent MB':>8} {'kernels':>7} {'x plain':>7} {'compile':>8}"
         )
         lines = [
             "boostax cost report"
@@ -359,7 +384,8 @@ class CostReport:
                 f"{cost.bytes_accessed / 1e6:>11.2f} "
                 f"{_ratio(cost.bytes_accessed, plain.bytes_accessed):>7} "
                 f"{cost.temp_bytes / 1e6:>8.2f} "
-                f"{cost.collective_bytes / 1e6:>8.2f} {seconds:>8}"
+                f"{cost.collective_bytes / 1e6:>8.2f} {cost.kernels:>7} "
+                f"{_ratio(cost.kernels, plain.kernels):>7} {seconds:>8}"
             )
 
         for name, cost in self.executables.items():
@@ -378,7 +404,8 @@ class CostReport:
             f"{'weighted':<10} {'':>6} {w['flops'] / 1e9:>9.4f} "
             f"{r['flops']:>6.3f}x {w['bytes_accessed'] / 1e6:>11.2f} "
             f"{r['bytes_accessed']:>6.3f}x {w['temp_bytes'] / 1e6:>8.2f} "
-            f"{w['collective_bytes'] / 1e6:>8.2f} "
+            f"{w['collective_bytes'] / 1e6:>8.2f} {w['kernels']:>7.1f} "
+            f"{_ratio(w['kernels'], plain.kernels):>6}x "
             f"{sum(self.compile_seconds.get(n, 0.0) for n in boosted):>6.1f} s",
             f"projected step time on {self.accelerator.name} (roofline, "
             f"not measured): {r['projected_step_time']:.3f}x plain",
@@ -602,6 +629,7 @@ def cost_report(
         "flops": mean("flops"),
         "bytes_accessed": mean("bytes_accessed"),
         "collective_bytes": mean("collective_bytes"),
+        "kernels": mean("kernels"),
         "temp_bytes": max(costs[names[k]].temp_bytes for k in names),
     }
     found = {

@@ -9,6 +9,18 @@ the time it freezes, so freezing it changes nothing abruptly: here each
 group's updates are scaled by a cosine that reaches zero at its freeze
 update; the last group, which never freezes, is left to the optimizer's own
 schedule.
+
+Every counter that a schedule reads advances on the same events. The freeze
+sequence counts train steps (``state.algorithms.freeze.position``), dropped
+updates included: a step whose gradients are not finite leaves params and
+optimizer state exactly as they were, so a count kept in this transform's
+state would fall behind the sequence by one per dropped update, and a group
+would freeze while its rate is still high. boostax's train step therefore
+passes the sequence's own update index as the extra argument
+``freeze_update`` (train step position // micro-steps per update), and the
+annealing reads it: each group's last update before its freeze point ``T``
+runs at the rate of update ``T - 1`` whatever was dropped before it. Used
+alone (no ``freeze_update``), the transform counts the updates it makes.
 """
 
 from __future__ import annotations
@@ -30,7 +42,9 @@ class FreezeOutState(NamedTuple):
     """State of `scale_by_freeze_out`.
 
     Attributes:
-      count: updates so far, ``int32``.
+      count: the schedule index of the next update, ``int32``: one past the
+        last update's ``freeze_update`` when the train step passes it, else
+        the updates made so far.
       freeze_at: for each parameter, the update at which its group freezes
         (``inf``: it never does), ``float32`` scalars.
     """
@@ -62,11 +76,18 @@ def scale_by_freeze_out(
       u_\\ell \\leftarrow u_\\ell \\cdot \\tfrac12\\left(1 + \\cos\\left(\\pi
       \\min(t / T_{g(\\ell)}, 1)\\right)\\right)
 
-    where ``t`` counts updates and ``T_g`` is the update from which the
-    group of leaf ``l`` (the first group it is not in, among the nested
-    freezing groups) is frozen; leaves of the last group are not scaled.
-    Chain it after the optimizer: for SGD and momentum methods, scaling the
-    update scales the learning rate.
+    where ``t`` is the update's index in the freeze schedule and ``T_g`` the
+    update from which the group of leaf ``l`` (the first group it is not
+    in, among the nested freezing groups) is frozen; leaves of the last
+    group are not scaled. Chain it after the optimizer: for SGD and
+    momentum methods, scaling the update scales the learning rate.
+
+    ``t`` is the extra argument ``freeze_update`` when given: boostax's
+    train step passes the freeze sequence's own index (train steps //
+    micro-steps), which also advances on dropped updates (non-finite
+    gradients), so the annealing and the freezing never drift apart.
+    Without it, ``t`` counts the updates this transform has made (right
+    when every update is applied, as in a plain Optax loop).
 
     Args:
       groups: the freezing groups cut on the model (group ``d``: the leaves
@@ -79,7 +100,7 @@ def scale_by_freeze_out(
         ``len(freeze_steps) + 1``).
 
     Returns:
-      An ``optax.GradientTransformation``.
+      An ``optax.GradientTransformationExtraArgs``.
 
     Example:
       >>> import jax.numpy as jnp, optax, boostax
@@ -132,16 +153,22 @@ def scale_by_freeze_out(
     def init_fn(params):
         return FreezeOutState(jnp.zeros([], jnp.int32), freeze_at(params))
 
-    def update_fn(updates, state, params=None):
-        del params
-        count = state.count.astype(jnp.float32)
+    def update_fn(
+        updates, state, params=None, *, freeze_update=None, **extra_args
+    ):
+        del params, extra_args
+        if freeze_update is None:
+            index = state.count
+        else:
+            index = jnp.asarray(freeze_update, jnp.int32)
+        count = index.astype(jnp.float32)
         updates = jax.tree.map(
             lambda u, at: (u * freeze_out_factor(count, at)).astype(u.dtype),
             updates,
             state.freeze_at,
         )
         return updates, FreezeOutState(
-            optax.safe_increment(state.count), state.freeze_at
+            optax.safe_increment(index), state.freeze_at
         )
 
-    return optax.GradientTransformation(init_fn, update_fn)
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -396,6 +396,14 @@ class StepBuilder:
             return value if dp is None else dp.mean(value)
 
         extra = dict(value=loss, grad=grads, value_fn=value_fn)
+        if depth is not None:
+            # Every counter a schedule reads advances on the same events: a
+            # dropped update moves the freeze sequence but leaves the
+            # optimizer state as it was, so a schedule tied to the freeze
+            # points (FreezeOut's annealing) reads the sequence's own index.
+            extra["freeze_update"] = (
+                state.algorithms.freeze.position // plan.freezing.micro_steps
+            )
 
         def apply(extra):
             if mask is None:
