@@ -21,7 +21,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax.training import train_state as flax_train_state
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from boostax._src import freezing as freezing_lib
 from boostax._src import objectives as objectives_lib
@@ -50,6 +53,42 @@ def _check_step(train_step) -> None:
 
 def _field_names(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
+
+
+def _replicated_opt_state(train_step, opt_state):
+    """`opt_state` with every leaf whole on every device of the mesh.
+
+    With AdaSum (O2) each device keeps its own optimizer state: the leaves
+    are stacked along a leading device axis and split over the mesh. Code
+    written for a Flax ``TrainState`` expects replicated leaves (a pmapped
+    evaluation with ``in_axes=None``, ``jax_utils.replicate``, checkpoint
+    code), so the stack is replicated; nothing is dropped, and
+    `from_flax_train_state` splits it over the devices again.
+    """
+    data_parallel = train_step.data_parallel
+    if data_parallel is None or not data_parallel.per_device_optimizer_state:
+        return opt_state
+    replicated = NamedSharding(data_parallel.mesh, P())
+    return jax.tree.map(lambda x: jax.device_put(x, replicated), opt_state)
+
+
+def _placed_like(train_step, opt_state, like):
+    """`opt_state` on the mesh as `like` (the step's own) is placed there.
+
+    Undoes `_replicated_opt_state`. A state of another structure or shape
+    is left as it is, for the step's state check to name its slot.
+    """
+    if train_step.data_parallel is None or jax.tree.structure(
+        opt_state
+    ) != jax.tree.structure(like):
+        return opt_state
+
+    def place(x, target):
+        if np.shape(x) != np.shape(target):
+            return x
+        return jax.device_put(x, target.sharding)
+
+    return jax.tree.map(place, opt_state, like)
 
 
 def to_flax_train_state(
@@ -141,7 +180,7 @@ def to_flax_train_state(
         apply_fn=getattr(model, "apply", None),
         params=state.params,
         tx=train_step.plan(state.params).optimizer,
-        opt_state=state.opt_state,
+        opt_state=_replicated_opt_state(train_step, state.opt_state),
         **model_state,
         **fields,
     )
@@ -210,9 +249,14 @@ def from_flax_train_state(
             algorithms = algorithms._replace(
                 freeze=freezing_lib.FreezeState(step)
             )
+    opt_state = fresh.opt_state
+    if not init_optimizer:
+        opt_state = _placed_like(
+            train_step, flax_state.opt_state, fresh.opt_state
+        )
     state = fresh.replace(
         step=step,
-        opt_state=fresh.opt_state if init_optimizer else flax_state.opt_state,
+        opt_state=opt_state,
         rng=rng_key,
         algorithms=algorithms,
     )
