@@ -7,7 +7,8 @@
 Trains a tiny least-squares step and saves its state with Orbax every 2
 steps, as docs/checkpointing.md's failure-safe patterns do (``MODE`` is
 ``async``: asynchronous saves, the error reported and the process ended
-with ``os._exit``; or ``sync``: synchronous saves). After the first save
+with ``os._exit``; ``sync``: synchronous saves; ``snapshot``:
+`boostax.save_snapshot`). After the first save
 the checkpoint directory is replaced by a file, so every later save fails
 (the tests run as root, for whom ``chmod`` does not stop writes). The
 process must print the save's error and exit with status 1; the test runs
@@ -58,19 +59,29 @@ def train(ts, state, manager, path):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ckpt", required=True)
-    parser.add_argument("--saves", choices=("async", "sync"), required=True)
+    parser.add_argument(
+        "--saves", choices=("async", "sync", "snapshot"), required=True
+    )
     args = parser.parse_args()
     loss_fn = lambda w, b: jnp.sum((w - b) ** 2)  # noqa: E731
     ts = boostax.make_train_step(optax.sgd(0.1), loss_fn=loss_fn)
     state = ts.init(jnp.zeros(3))
     path = os.path.abspath(args.ckpt)
 
+    if args.saves == "snapshot":
+        # boostax.save_snapshot (DimReduce's trajectory files) saves
+        # synchronously: the failure is raised and nothing waits.
+        boostax.save_snapshot(path, 1, {"w": state.params})
+        print("saved", EVERY, flush=True)
+        break_directory(path)
+        boostax.save_snapshot(path, 2, {"w": state.params})
+        print("finished", flush=True)
+        return
+
     if args.saves == "sync":
         # The documented synchronous pattern: a failed save raises in
         # `save` itself, and no Orbax thread is left behind.
-        options = ocp.CheckpointManagerOptions(
-            enable_async_checkpointing=False
-        )
+        options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False)
         with ocp.CheckpointManager(path, options=options) as manager:
             train(ts, state, manager, path)
         print("finished", flush=True)

@@ -20,7 +20,7 @@ TIMEOUT = 120  # s: the worker takes 3-10 s; the plain pattern hangs 20 min
 
 
 class CheckpointFailureTest(parameterized.TestCase):
-    @parameterized.parameters("async", "sync")
+    @parameterized.parameters("async", "sync", "snapshot")
     def test_a_failed_save_is_reported_and_the_process_exits(self, saves):
         ckpt = os.path.join(tempfile.mkdtemp(), "ckpt")
         env = {**os.environ, "PYTHONPATH": ROOT}

@@ -15,7 +15,9 @@ checkpoints; ``save_checkpoint`` of the first replica; and
 What differs from the example, to run in seconds and in a test: the data
 are scikit-learn's 8x8 digits in dict batches (``create_input_iter``), the
 model is tiny, the config is a small dataclass (no ml_collections), the
-evaluation summaries go to a `ScalarLog` (the example's CLU writer), and
+evaluation summaries go to a `ScalarLog` (the example's CLU writer), two
+blocks of ``train_and_evaluate`` are functions here (`run_lengths`,
+`write_eval_summary`) that the port shares, and
 ``train_and_evaluate`` takes the ``devices`` to pmap over (the example uses
 every local device), so that a test can run it on one device and on eight.
 `boostax.examples.flax_port` is this script ported to boostax.
@@ -413,6 +415,35 @@ def evaluate(p_eval_step, state, eval_iter, steps_per_eval):
     return jax.tree_util.tree_map(lambda x: x.mean(), eval_metrics)
 
 
+def run_lengths(config: Config) -> tuple[int, int, int, int]:
+    """Steps per epoch, train steps, eval steps and steps per checkpoint."""
+    steps_per_epoch = num_examples(config, "train") // config.batch_size
+    if config.num_train_steps <= 0:
+        num_steps = int(steps_per_epoch * config.num_epochs)
+    else:
+        num_steps = config.num_train_steps
+    if config.steps_per_eval == -1:
+        num_validation_examples = num_examples(config, "validation")
+        steps_per_eval = num_validation_examples // config.batch_size
+    else:
+        steps_per_eval = config.steps_per_eval
+    steps_per_checkpoint = steps_per_epoch * 10
+    return steps_per_epoch, num_steps, steps_per_eval, steps_per_checkpoint
+
+
+def write_eval_summary(writer, step, epoch, summary):
+    logging.info(
+        "eval epoch: %d, loss: %.4f, accuracy: %.2f",
+        epoch,
+        summary["loss"],
+        summary["accuracy"] * 100,
+    )
+    writer.write_scalars(
+        step + 1, {f"eval_{key}": val for key, val in summary.items()}
+    )
+    writer.flush()
+
+
 def train_and_evaluate(
     config: Config,
     workdir: str,
@@ -446,20 +477,9 @@ def train_and_evaluate(
     train_iter = create_input_iter(config, True, devices)
     eval_iter = create_input_iter(config, False, devices)
 
-    steps_per_epoch = num_examples(config, "train") // config.batch_size
-
-    if config.num_train_steps <= 0:
-        num_steps = int(steps_per_epoch * config.num_epochs)
-    else:
-        num_steps = config.num_train_steps
-
-    if config.steps_per_eval == -1:
-        num_validation_examples = num_examples(config, "validation")
-        steps_per_eval = num_validation_examples // config.batch_size
-    else:
-        steps_per_eval = config.steps_per_eval
-
-    steps_per_checkpoint = steps_per_epoch * 10
+    steps_per_epoch, num_steps, steps_per_eval, steps_per_checkpoint = (
+        run_lengths(config)
+    )
 
     base_learning_rate = config.learning_rate * config.batch_size / 256.0
 
@@ -509,16 +529,7 @@ def train_and_evaluate(
             # sync batch statistics across replicas
             state = sync_batch_stats(state, devices)
             summary = evaluate(p_eval_step, state, eval_iter, steps_per_eval)
-            logging.info(
-                "eval epoch: %d, loss: %.4f, accuracy: %.2f",
-                epoch,
-                summary["loss"],
-                summary["accuracy"] * 100,
-            )
-            writer.write_scalars(
-                step + 1, {f"eval_{key}": val for key, val in summary.items()}
-            )
-            writer.flush()
+            write_eval_summary(writer, step, epoch, summary)
         if (step + 1) % steps_per_checkpoint == 0 or step + 1 == num_steps:
             state = sync_batch_stats(state, devices)
             save_checkpoint(state, workdir)

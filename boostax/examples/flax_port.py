@@ -52,6 +52,8 @@ from boostax.examples.flax_imagenet import (  # unchanged by the port
     num_examples,
     prepare_tf_data,
     restore_checkpoint,
+    run_lengths,
+    write_eval_summary,
 )
 
 
@@ -166,20 +168,9 @@ def train_and_evaluate(
     train_iter = create_input_iter(config, True, devices)
     eval_iter = create_input_iter(config, False, devices)
 
-    steps_per_epoch = num_examples(config, "train") // config.batch_size
-
-    if config.num_train_steps <= 0:
-        num_steps = int(steps_per_epoch * config.num_epochs)
-    else:
-        num_steps = config.num_train_steps
-
-    if config.steps_per_eval == -1:
-        num_validation_examples = num_examples(config, "validation")
-        steps_per_eval = num_validation_examples // config.batch_size
-    else:
-        steps_per_eval = config.steps_per_eval
-
-    steps_per_checkpoint = steps_per_epoch * 10
+    steps_per_epoch, num_steps, steps_per_eval, steps_per_checkpoint = (
+        run_lengths(config)
+    )
 
     base_learning_rate = config.learning_rate * config.batch_size / 256.0
 
@@ -241,16 +232,7 @@ def train_and_evaluate(
             summary = evaluate(
                 p_eval_step, eval_state, eval_iter, steps_per_eval
             )
-            logging.info(
-                "eval epoch: %d, loss: %.4f, accuracy: %.2f",
-                epoch,
-                summary["loss"],
-                summary["accuracy"] * 100,
-            )
-            writer.write_scalars(
-                step + 1, {f"eval_{key}": val for key, val in summary.items()}
-            )
-            writer.flush()
+            write_eval_summary(writer, step, epoch, summary)
         if (step + 1) % steps_per_checkpoint == 0 or step + 1 == num_steps:
             save_checkpoint(state, workdir)  # boostax: no sync_batch_stats
 
