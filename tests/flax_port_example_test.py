@@ -6,7 +6,8 @@
 it (pmap, ``compute_metrics`` ``pmean``'d, ``sync_batch_stats``, the first
 replica's checkpoint); `flax_port` is it after the guide's changes. Both
 run their own ``train_and_evaluate`` (train, evaluate at each epoch's end,
-checkpoint) on one device and on eight: at O0 the port logs the example's
+checkpoint) on one device and on eight, at O0, O1 (also with gradient
+accumulation) and O2: at O0 the port logs the example's
 numbers, train and eval, and ends with its params; at every level the eval
 numbers it logs are those of the model it trained, computed by the
 example's own pmapped evaluation, which reads the converted state as the
@@ -42,6 +43,12 @@ def boost_config(level, devices):
         return None
     if level == "O1":
         return {"grad_freeze": FREEZE}
+    if level == "O1 accumulation":  # 2 micro-steps an update (change 5)
+        return {
+            "boost": {"mode": "manual", "grad_accumulation": True},
+            "grad_accumulation": {"grad_accumulation_step": 2},
+            "grad_freeze": {"param_groups": 2, "total_steps": 4},
+        }
     # O2: two nodes of four devices on eight; on one device, one node.
     return {
         "common": {"device_number": max(devices // 2, 1)},
@@ -65,7 +72,7 @@ def run_example(devices):
 def run_port(level, devices, steps=-1, workdir=None):
     config = dataclasses.replace(
         CONFIG,
-        boost_level=level,
+        boost_level=level.split()[0],
         boost_config=boost_config(level, devices),
         num_train_steps=steps,
     )
@@ -119,7 +126,9 @@ class FlaxPortTest(parameterized.TestCase):
         )
         self.assertGreater(max(jax.tree.leaves(moved)), 1e-3)
 
-    @parameterized.product(level=("O0", "O1", "O2"), devices=(1, 8))
+    @parameterized.product(
+        level=("O0", "O1", "O1 accumulation", "O2"), devices=(1, 8)
+    )
     def test_eval_numbers_are_those_of_the_trained_model(self, level, devices):
         if level == "O2" and devices == 1:
             with self.assertWarnsRegex(UserWarning, "single node"):
@@ -129,6 +138,9 @@ class FlaxPortTest(parameterized.TestCase):
         if level != "O0":
             self.assertNotEmpty(ts.less_bn_report.removed)
             self.assertIn("train_frozen_groups", scalars[8])
+        if level == "O1 accumulation":
+            # Every second micro-step ran the optimizer (logged every 2).
+            self.assertEqual(scalars[8]["train_updated"], 0.5)
         if level == "O2" and devices == 8:
             self.assertEqual(ts.data_parallel.axes, ("node", "local"))
             self.assertIn("train_adasum_cosine", scalars[8])

@@ -536,6 +536,33 @@ class MeshStateTest(absltest.TestCase):
         ts(back, batch(1))
 
 
+class DynamicScaleTest(absltest.TestCase):
+    def test_the_guides_loss_scale_follows_flax_dynamic_scale(self):
+        # docs/porting_flax.md change 6: DynamicScale(growth_interval=n)
+        # doubles on the finite step after n finite ones in a row, so it
+        # is DynamicLossScale(scale_window=n + 1), step for step.
+        from flax.training import dynamic_scale as dynamic_scale_lib
+
+        finite = [True] * 5 + list(np.random.default_rng(0).random(40) > 0.15)
+        flax_scale = dynamic_scale_lib.DynamicScale(growth_interval=3)
+        loss_scale = boostax.DynamicLossScale(
+            loss_scale_value=2.0**16, scale_window=4
+        )
+        state = loss_scale.init()
+        scales = []
+        for ok in finite:
+            c = 1.0 if ok else np.inf
+            flax_scale, _, _, _ = flax_scale.value_and_grad(
+                lambda x, c=c: x * c
+            )(jnp.float32(1.0))
+            state, _ = loss_scale.adjust(state, {"g": jnp.float32(c)})
+            scales.append((float(flax_scale.scale), float(state.loss_scale)))
+        expected, got = zip(*scales, strict=True)
+        self.assertEqual(got, expected)
+        self.assertGreater(max(got), 2.0**16)  # it grew
+        self.assertLess(min(got), 2.0**16)  # and backed off
+
+
 class StateCheckTest(absltest.TestCase):
     def setUp(self):
         super().setUp()

@@ -68,8 +68,9 @@ NORMALIZATION_LAYERS = frozenset(
 )
 LOSS_SCALES = (None, "dynamic")
 # A float16 backward needs its gradients scaled up into float16's range;
-# 2**15 is the start jmp and Flax's DynamicScale use (MindSpore: 2**24,
-# which overflows float16 on the first steps until it has backed off).
+# 2**15 is the start jmp's examples use (Flax's DynamicScale: 2**16;
+# MindSpore: 2**24, which overflows float16 on the first steps until it
+# has backed off).
 POLICY_LOSS_SCALE = 2.0**15
 
 

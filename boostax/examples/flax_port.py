@@ -92,7 +92,9 @@ def create_train_state(
     platform = jax.local_devices()[0].platform
     if config.half_precision and platform == "gpu":
         # boostax: was DynamicScale() (change 6).
-        loss_scale = boostax.DynamicLossScale(loss_scale_value=2.0**16)
+        loss_scale = boostax.DynamicLossScale(
+            loss_scale_value=2.0**16, scale_window=2001
+        )
     else:
         loss_scale = None
 
