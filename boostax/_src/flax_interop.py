@@ -104,7 +104,12 @@ def to_flax_train_state(
     model, whose variables these are) and ``tx`` the step's optimizer (with
     the algorithms wrapped around it, whose state ``opt_state`` is). Every
     model-state collection (``batch_stats``) goes to the field of that name,
-    which `cls` must have.
+    which `cls` must have. Every leaf is replicated on the step's mesh, as
+    Flax code expects of a ``TrainState`` (a pmapped evaluation with
+    ``in_axes=None`` or after ``jax_utils.replicate``, checkpoint code):
+    with AdaSum (O2), whose optimizer state is per device, each
+    ``opt_state`` leaf is the devices' states stacked on a leading axis,
+    whole on every device.
 
     Args:
       train_step: the `TrainStep` that trains `state`.
@@ -199,6 +204,9 @@ def from_flax_train_state(
     The Flax state's params and collections (the fields holding dicts, e.g.
     ``batch_stats``) are the model's variables: with LessBN they may be the
     original model's, and are converted as `TrainStep.init` converts them.
+    On a mesh the state is placed as `TrainStep.init` places it (with
+    AdaSum, the stacked optimizer state of `to_flax_train_state` is split
+    over the devices again).
 
     Args:
       train_step: the `TrainStep` that will train the state.
