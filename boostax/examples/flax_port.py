@@ -247,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
-    steps = int(num_examples(Config(), "train") // 64 * args.epochs)
+    steps_per_epoch = num_examples(Config(), "train") // Config().batch_size
+    steps = int(steps_per_epoch * args.epochs)
     boost_config = None
     if args.level != "O0":
         boost_config = {
