@@ -462,6 +462,107 @@ class FlaxTrainStateTest(absltest.TestCase):
         ts(state, batch())
 
 
+class MeshStateTest(absltest.TestCase):
+    def test_a_typed_key_on_a_mesh(self):
+        # jax.random.key (a typed key, as the Flax examples use) is placed
+        # on the mesh like the rest of the state.
+        model = SyncBNNet()
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.sgd(0.1),
+            model=model,
+            loss=cross_entropy,
+            mesh=jax.make_mesh((8,), ("data",)),
+        )
+        variables = model.init(jax.random.PRNGKey(0), X, train=False)
+        state = ts.init(variables, rng=jax.random.key(1))
+        self.assertTrue(jnp.issubdtype(state.rng.dtype, jax.dtypes.prng_key))
+        np.testing.assert_array_equal(
+            jax.random.key_data(state.rng),
+            jax.random.key_data(jax.random.key(1)),
+        )
+        state, metrics = ts(state, batch())
+        self.assertTrue(np.isfinite(metrics["loss"]))
+
+    def test_o2_flax_state_is_replicated_and_converts_back(self):
+        # AdaSum keeps one optimizer state per device; the Flax TrainState
+        # holds that stack whole on every device, as Flax code expects (a
+        # pmapped evaluation with in_axes=None), and converts back exactly.
+        class TrainState(train_state.TrainState):
+            batch_stats: Any = None
+
+        model = SyncBNNet()
+        ts = boostax.auto_boost(
+            "O2",
+            {
+                "boost": {"mode": "manual", "grad_freeze": False},
+                "common": {"device_number": 4},
+            },
+            optimizer=optax.sgd(0.1, momentum=0.9),
+            model=model,
+            loss=cross_entropy,
+            sample_inputs=X,
+            mesh=jax.make_mesh((8,), (AXIS,)),
+        )
+        state, _ = train(
+            ts, model.init(jax.random.PRNGKey(0), X, train=False), [batch()]
+        )
+        flax_state = boostax.to_flax_train_state(ts, state, cls=TrainState)
+        for leaf in jax.tree.leaves(flax_state.opt_state):
+            self.assertEqual(leaf.shape[0], 8)  # one slice per device
+            self.assertTrue(leaf.sharding.is_fully_replicated)
+
+        def predict(state, x):
+            variables = {
+                "params": state.params,
+                "batch_stats": state.batch_stats,
+            }
+            return state.apply_fn(variables, x, train=False)
+
+        logits = jax.pmap(predict, in_axes=(None, 0))(
+            flax_state, X.reshape(8, 2, *X.shape[1:])
+        )
+        np.testing.assert_allclose(
+            logits.reshape(16, -1), ts.predict(state, X), rtol=1e-5, atol=1e-6
+        )
+        back = boostax.from_flax_train_state(ts, flax_state, like=state)
+        _utils.assert_trees_equal(back, state)
+        for a, b in zip(
+            jax.tree.leaves(back.opt_state),
+            jax.tree.leaves(state.opt_state),
+            strict=True,
+        ):
+            self.assertTrue(a.sharding.is_equivalent_to(b.sharding, a.ndim))
+        ts(back, batch(1))
+
+
+class DynamicScaleTest(absltest.TestCase):
+    def test_the_guides_loss_scale_follows_flax_dynamic_scale(self):
+        # docs/porting_flax.md change 6: DynamicScale(growth_interval=n)
+        # doubles on the finite step after n finite ones in a row, so it
+        # is DynamicLossScale(scale_window=n + 1), step for step.
+        from flax.training import dynamic_scale as dynamic_scale_lib
+
+        finite = [True] * 5 + list(np.random.default_rng(0).random(40) > 0.15)
+        flax_scale = dynamic_scale_lib.DynamicScale(growth_interval=3)
+        loss_scale = boostax.DynamicLossScale(
+            loss_scale_value=2.0**16, scale_window=4
+        )
+        state = loss_scale.init()
+        scales = []
+        for ok in finite:
+            c = 1.0 if ok else np.inf
+            flax_scale, _, _, _ = flax_scale.value_and_grad(
+                lambda x, c=c: x * c
+            )(jnp.float32(1.0))
+            state, _ = loss_scale.adjust(state, {"g": jnp.float32(c)})
+            scales.append((float(flax_scale.scale), float(state.loss_scale)))
+        expected, got = zip(*scales, strict=True)
+        self.assertEqual(got, expected)
+        self.assertGreater(max(got), 2.0**16)  # it grew
+        self.assertLess(min(got), 2.0**16)  # and backed off
+
+
 class StateCheckTest(absltest.TestCase):
     def setUp(self):
         super().setUp()

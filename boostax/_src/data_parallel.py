@@ -48,6 +48,12 @@ def _is_dim_reduce_state(x) -> bool:
     return isinstance(x, dim_reduce_lib.DimReduceState)
 
 
+def _is_typed_key(x) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(
+        x.dtype, jax.dtypes.prng_key
+    )
+
+
 def _is_float(x) -> bool:
     return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
 
@@ -261,6 +267,13 @@ class DataParallel:
         stack = self.per_device_optimizer_state
 
         def put(x, spec, stack=False):
+            if _is_typed_key(x):
+                # A typed key (jax.random.key) has no NumPy form: place its
+                # key data and wrap it again with the same implementation.
+                return jax.random.wrap_key_data(
+                    put(jax.random.key_data(x), spec, stack),
+                    impl=jax.random.key_impl(x),
+                )
             host = np.asarray(x)
             if stack:
                 host = np.broadcast_to(host, (self.num_devices, *host.shape))

@@ -21,7 +21,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax.training import train_state as flax_train_state
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from boostax._src import freezing as freezing_lib
 from boostax._src import objectives as objectives_lib
@@ -52,6 +55,42 @@ def _field_names(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
+def _replicated_opt_state(train_step, opt_state):
+    """`opt_state` with every leaf whole on every device of the mesh.
+
+    With AdaSum (O2) each device keeps its own optimizer state: the leaves
+    are stacked along a leading device axis and split over the mesh. Code
+    written for a Flax ``TrainState`` expects replicated leaves (a pmapped
+    evaluation with ``in_axes=None``, ``jax_utils.replicate``, checkpoint
+    code), so the stack is replicated; nothing is dropped, and
+    `from_flax_train_state` splits it over the devices again.
+    """
+    data_parallel = train_step.data_parallel
+    if data_parallel is None or not data_parallel.per_device_optimizer_state:
+        return opt_state
+    replicated = NamedSharding(data_parallel.mesh, P())
+    return jax.tree.map(lambda x: jax.device_put(x, replicated), opt_state)
+
+
+def _placed_like(train_step, opt_state, like):
+    """`opt_state` on the mesh as `like` (the step's own) is placed there.
+
+    Undoes `_replicated_opt_state`. A state of another structure or shape
+    is left as it is, for the step's state check to name its slot.
+    """
+    if train_step.data_parallel is None or jax.tree.structure(
+        opt_state
+    ) != jax.tree.structure(like):
+        return opt_state
+
+    def place(x, target):
+        if np.shape(x) != np.shape(target):
+            return x
+        return jax.device_put(x, target.sharding)
+
+    return jax.tree.map(place, opt_state, like)
+
+
 def to_flax_train_state(
     train_step: train_step_lib.TrainStep,
     state: train_step_lib.TrainState,
@@ -65,7 +104,12 @@ def to_flax_train_state(
     model, whose variables these are) and ``tx`` the step's optimizer (with
     the algorithms wrapped around it, whose state ``opt_state`` is). Every
     model-state collection (``batch_stats``) goes to the field of that name,
-    which `cls` must have.
+    which `cls` must have. Every leaf is replicated on the step's mesh, as
+    Flax code expects of a ``TrainState`` (a pmapped evaluation with
+    ``in_axes=None`` or after ``jax_utils.replicate``, checkpoint code):
+    with AdaSum (O2), whose optimizer state is per device, each
+    ``opt_state`` leaf is the devices' states stacked on a leading axis,
+    whole on every device.
 
     Args:
       train_step: the `TrainStep` that trains `state`.
@@ -141,7 +185,7 @@ def to_flax_train_state(
         apply_fn=getattr(model, "apply", None),
         params=state.params,
         tx=train_step.plan(state.params).optimizer,
-        opt_state=state.opt_state,
+        opt_state=_replicated_opt_state(train_step, state.opt_state),
         **model_state,
         **fields,
     )
@@ -160,6 +204,9 @@ def from_flax_train_state(
     The Flax state's params and collections (the fields holding dicts, e.g.
     ``batch_stats``) are the model's variables: with LessBN they may be the
     original model's, and are converted as `TrainStep.init` converts them.
+    On a mesh the state is placed as `TrainStep.init` places it (with
+    AdaSum, the stacked optimizer state of `to_flax_train_state` is split
+    over the devices again).
 
     Args:
       train_step: the `TrainStep` that will train the state.
@@ -210,9 +257,14 @@ def from_flax_train_state(
             algorithms = algorithms._replace(
                 freeze=freezing_lib.FreezeState(step)
             )
+    opt_state = fresh.opt_state
+    if not init_optimizer:
+        opt_state = _placed_like(
+            train_step, flax_state.opt_state, fresh.opt_state
+        )
     state = fresh.replace(
         step=step,
-        opt_state=fresh.opt_state if init_optimizer else flax_state.opt_state,
+        opt_state=opt_state,
         rng=rng_key,
         algorithms=algorithms,
     )

@@ -240,8 +240,9 @@ def save_snapshot(directory: PathLike, step: int, params: PyTree) -> None:
     Writes ``<directory>/<step>/default/`` with
     ``orbax.checkpoint.CheckpointManager`` and ``args.StandardSave``, the
     layout `load_trajectory` reads (and ``CheckpointManager(directory)``
-    lists), and waits until it is on disk. On several processes every
-    process must call it, as for any Orbax save.
+    lists), synchronously: it returns once the checkpoint is on disk, and
+    a failed save raises here. On several processes every process must
+    call it, as for any Orbax save.
 
     Args:
       directory: the checkpoint directory (created if missing).
@@ -254,12 +255,14 @@ def save_snapshot(directory: PathLike, step: int, params: PyTree) -> None:
     """
     step = validation.check_int("step", step, minimum=0)
     ocp = _import_orbax()
-    manager = ocp.CheckpointManager(os.path.abspath(os.fspath(directory)))
-    try:
+    # Synchronous: a failed asynchronous save leaves Orbax's threads
+    # waiting for ever, and the process then never exits
+    # (docs/checkpointing.md); a synchronous one raises here and leaves none.
+    options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False)
+    with ocp.CheckpointManager(
+        os.path.abspath(os.fspath(directory)), options=options
+    ) as manager:
         saved = manager.save(step, args=ocp.args.StandardSave(params))
-        manager.wait_until_finished()
-    finally:
-        manager.close()
     if not saved:
         # The manager skips, returning False, a step at or before its latest.
         raise ValueError(
