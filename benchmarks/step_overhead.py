@@ -28,7 +28,8 @@ over the blocks. The arms:
 Reported per model: the ratios to plain (targets: O0 / plain <= 1.05 on
 the MLP, <= 1.02 on the others, with and without donation; O1 / plain <=
 O1 program / plain + 0.02), boostax's Python per call (a step's time minus
-its program's, paired by block, in microseconds; target <= 5), a cProfile
+its program's in the calling thread's CPU time, paired by block, in
+microseconds; target <= 5, judged on the MLP), a cProfile
 of O0's calls, and the FLOPs of plain's and O0's programs (identical). The
 machine's load average is recorded: on a shared machine the ratios are
 noise.
@@ -62,8 +63,10 @@ CASES = ("mlp", "cnn", "resnet")
 TARGET_RATIO = {"mlp": 1.05, "cnn": 1.02, "resnet": 1.02}
 # O1 / plain may exceed its programs' own ratio by this much.
 O1_MARGIN = 0.02
-# Microseconds of boostax's Python per call.
+# Microseconds of boostax's Python per call, judged where a call's host
+# time resolves them (on the others a call's own noise is larger).
 TARGET_PYTHON_US = 5.0
+PYTHON_JUDGED_ON = ("mlp",)
 # The order of the arms in the tables.
 ARMS = (
     "plain",
@@ -343,6 +346,14 @@ def time_case(case: Case, args) -> dict[str, Any]:
         ),
         "O0": boostax.executable_cost(parts["O0 program"]),
     }
+    meets = {
+        "O0 / plain": ratios["O0 / plain"][1] <= target,
+        "O0 donated / plain donated": donated <= target,
+        "O1 / plain": ratios["O1 / plain"][1]
+        <= ratios["O1 program / plain"][1] + O1_MARGIN,
+    }
+    if case.name in PYTHON_JUDGED_ON:
+        meets["python_us_per_call"] = python_us["O0"][1] <= TARGET_PYTHON_US
     return {
         "description": case.description,
         "steps_per_block": steps,
@@ -360,13 +371,7 @@ def time_case(case: Case, args) -> dict[str, Any]:
             "O1 / plain": "O1 program / plain + " + str(O1_MARGIN),
             "python_us_per_call": TARGET_PYTHON_US,
         },
-        "meets": {
-            "O0 / plain": ratios["O0 / plain"][1] <= target,
-            "O0 donated / plain donated": donated <= target,
-            "O1 / plain": ratios["O1 / plain"][1]
-            <= ratios["O1 program / plain"][1] + O1_MARGIN,
-            "python_us_per_call": python_us["O0"][1] <= TARGET_PYTHON_US,
-        },
+        "meets": meets,
     }
 
 

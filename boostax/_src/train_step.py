@@ -233,9 +233,8 @@ class TrainStep:
         # The state this step last returned, and its freeze position: such
         # a state needs no check and no device read.
         self._last: tuple[weakref.ref, int | None] | None = None
-        # The program (canonical depth) of each entry of the freezing
-        # sequence, as a list: picking a call's program is one index.
-        self._sequence_keys: list[int] | None = None
+        # With freezing, `_freezing_schedule` (built on the first call).
+        self._schedule: tuple[list[int], int, bool] | None = None
         self._predict = jax.jit(objective.predict)
 
     # -- what the step was built from (read-only views) --------------------
@@ -355,9 +354,14 @@ class TrainStep:
                 and not self.executables.started_background
             ):
                 self._compile_ahead(position, state, batch, placed)
-            new_state, metrics = self.executables(
-                self._key_at(position), state, placed
+            # `_key(freezing.depth(position))`, from the sequence's
+            # programs listed once.
+            keys, micro_steps, wrap = (
+                self._schedule or self._freezing_schedule()
             )
+            index = position // micro_steps
+            key = keys[index % len(keys) if wrap else min(index, len(keys) - 1)]
+            new_state, metrics = self.executables(key, state, placed)
             position += 1
         self._last = (weakref.ref(new_state), position)
         if self.max_consecutive_skips is not None and "overflow" in metrics:
@@ -389,18 +393,16 @@ class TrainStep:
         share one)."""
         return None if depth is None else self.freezing.canonical_depth(depth)
 
-    def _key_at(self, position: int) -> int:
-        """The program of train step `position` (`Freezing.depth`, then
-        `_key`), from the sequence's programs listed once."""
+    def _freezing_schedule(self) -> tuple[list[int], int, bool]:
+        """``(program of each sequence entry, micro_steps, wrap)``: what
+        picking a call's program reads, built once."""
         freezing = self.freezing
-        keys = self._sequence_keys
-        if keys is None:
-            keys = executables_lib.sequence_keys(freezing).tolist()
-            self._sequence_keys = keys
-        index = position // freezing.micro_steps
-        if freezing.wrap:
-            return keys[index % len(keys)]
-        return keys[min(index, len(keys) - 1)]
+        self._schedule = (
+            executables_lib.sequence_keys(freezing).tolist(),
+            freezing.micro_steps,
+            freezing.wrap,
+        )
+        return self._schedule
 
     def _compile_ahead(self, position: int, state, batch, placed) -> None:
         """Starts the background compiles of every depth (first call).
