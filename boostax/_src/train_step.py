@@ -120,7 +120,7 @@ class TrainStep:
     `compile_all`. A call with other shapes (say, a smaller last batch)
     goes through ``jax.jit``, which compiles for them.
 
-    Per call, the step adds about a microsecond of Python to JAX's own
+    Per call, the step adds one or two microseconds of Python to JAX's own
     dispatch of the compiled program (`benchmarks/step_overhead.py`): the
     batch is checked (`Objective.check_batch`, before the model is traced)
     when a program is traced, i.e. once per structure, shapes and dtypes as
