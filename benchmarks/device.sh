@@ -5,6 +5,10 @@
 #
 # In order of importance, each with its own time limit (so one slow
 # benchmark cannot eat the others' time):
+#   first, the dispatch-bound step overhead: boostax's O0 and O1 against
+#      hand-written jitted steps (with and without donation) on a tiny MLP
+#      at batch 32 and a small BatchNorm CNN at batch 8, where the host's
+#      work per call sets the pace: results/step_overhead_<device>.json;
 #   0. mixed precision: interleaved step time and XLA's temporary (peak)
 #      memory of each precision policy against float32, on both workloads
 #      (static figures only; the training runs are the CPU's):
@@ -31,6 +35,9 @@ out=benchmarks/results
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 "$python" -c "import jax; print('jax', jax.__version__, jax.devices('$device'))" || exit 1
 start=$SECONDS
+timeout 90 "$python" benchmarks/step_overhead.py --device "$device" \
+  --cases mlp cnn --repetitions 25 --out "$out/step_overhead_$device.json"
+echo "== step overhead done at $((SECONDS - start)) s (rc $?)"
 timeout 100 "$python" benchmarks/precision.py --device "$device" \
   --skip-training --out "$out/precision_$device.json"
 echo "== precision done at $((SECONDS - start)) s (rc $?)"

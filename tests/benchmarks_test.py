@@ -56,8 +56,10 @@ class BenchmarksTest(parameterized.TestCase):
         for command in commands:
             name = re.search(r"benchmarks/(\w+)\.py", command).group(1)
             used[name] = set(re.findall(r"(--[a-z][a-z-]*)", command))
-        self.assertEqual(set(used), {"precision", "speedup"})
-        self.assertLen(commands, 4)
+        self.assertEqual(set(used), {"precision", "speedup", "step_overhead"})
+        self.assertLen(commands, 5)
+        # The dispatch-bound table comes first.
+        self.assertIn("step_overhead.py", commands[0])
         # Every script's --help, from one process (one JAX import).
         names = sorted(used)
         helped = subprocess.run(

@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax._src.train_step` and `boostax._src.objectives`."""
 
+from unittest import mock
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +13,7 @@ from flax import linen as nn
 from flax import nnx
 
 import boostax
+from boostax._src import objectives as objectives_lib
 from boostax.examples import baseline, data, models
 from tests import _utils
 
@@ -311,6 +314,66 @@ class TrainStepTest(parameterized.TestCase):
         text = ts.lower(state, (x, y)).as_text()
         self.assertNotIn("callback", text)
         self.assertNotIn("cpu", text.lower())
+
+
+class PerCallWorkTest(absltest.TestCase):
+    """A call repeats no check an earlier call of the same kind made."""
+
+    def _step_and_state(self, **kwargs):
+        model = models.MLP(features=(8,))
+        x, y = _batches(True, 1)[0]
+        ts = boostax.make_train_step(
+            optax.sgd(0.1), model=model, loss=models.cross_entropy, **kwargs
+        )
+        variables = model.init(jax.random.PRNGKey(0), x)
+        return ts, variables, (x, y)
+
+    def test_batch_checked_once_per_signature(self):
+        ts, variables, (x, y) = self._step_and_state()
+        state = ts.init(variables)
+        with mock.patch.object(
+            objectives_lib,
+            "check_batch_sizes",
+            wraps=objectives_lib.check_batch_sizes,
+        ) as check:
+            for _ in range(3):
+                state, _ = ts(state, (x, y))
+            self.assertEqual(check.call_count, 1)
+            # Other shapes (a smaller last batch) are checked once too.
+            for _ in range(2):
+                state, _ = ts(state, (x[:8], y[:8]))
+            state, _ = ts(state, (x, y))
+            self.assertEqual(check.call_count, 2)
+        # A batch of new shapes is still refused, before it runs.
+        with self.assertRaisesRegex(ValueError, r"inputs: 32, targets: 16\."):
+            ts(state, (x, y[:16]))
+        self.assertEqual(int(state.step), 6)
+
+    def test_state_checked_once(self):
+        ts, variables, batch = self._step_and_state()
+        state = ts.init(variables)
+        with mock.patch.object(
+            ts.builder, "check_state", wraps=ts.builder.check_state
+        ) as check:
+            for _ in range(3):
+                state, _ = ts(state, batch)
+            self.assertEqual(check.call_count, 1)
+            ts(ts.init(variables), batch)  # a state it did not return
+            self.assertEqual(check.call_count, 2)
+
+    def test_donated_state_refused_after_a_bad_batch_kept(self):
+        ts, variables, (x, y) = self._step_and_state(donate_state=True)
+        state = first = ts.init(variables)
+        state, _ = ts(state, (x, y))
+        # Refused before it ran: the donated state is still valid.
+        with self.assertRaisesRegex(ValueError, "leading \\(batch\\) size"):
+            ts(state, (x, y[:16]))
+        state, _ = ts(state, (x, y))
+        self.assertEqual(int(state.step), 2)
+        with self.assertRaisesRegex(
+            ValueError, r"deleted \(\.step, \.params.*donate_state=True"
+        ):
+            ts(first, (x, y))
 
 
 class ErrorTest(parameterized.TestCase):

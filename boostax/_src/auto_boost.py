@@ -535,7 +535,11 @@ def auto_boost(
         ``pca_mat_path`` / ``weight_load_dir``, or `trajectory`).
       trajectory: with ``dim_reduce``, a `Trajectory` (or an array of
         flattened snapshots) to compute the PCA matrix from.
-      donate_state: donate the input state's buffers to the step.
+      donate_state: donate the state a call is given to the step: XLA
+        writes the new state into its buffers (half the state's memory,
+        and less work per call) and the state given is deleted. Default
+        ``False``, like ``jax.jit``: every state stays valid, and the device
+        holds two states while a step runs (see `TrainStep`).
       background_compile: with gradient freezing, compile every freeze
         depth in background threads from the first call on, while training
         runs (default: on, unless the environment variable

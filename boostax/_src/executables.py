@@ -119,8 +119,16 @@ class Executables:
         return self.jitted(key).lower(state, batch)
 
     def __call__(self, key: Key, state, batch):
-        """Runs `key`'s step: its executable, compiled on first use."""
-        executable = self.executable(key, state, batch)
+        """Runs `key`'s step: its executable, compiled on first use.
+
+        No Python work per call beyond a dict lookup: the executable's own
+        call (JAX's C++ dispatch) checks the arguments against what it was
+        compiled for, and arguments it refuses (other shapes, say a smaller
+        last batch) go to ``jax.jit``, which traces them once.
+        """
+        executable = self._compiled.get(key)
+        if executable is None:
+            executable = self.executable(key, state, batch)
         try:
             return executable(state, batch)
         except TypeError:  # not the compiled shapes: jit handles them

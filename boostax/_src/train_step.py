@@ -12,6 +12,7 @@ runs of skipped steps.
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from collections.abc import Callable
@@ -119,6 +120,24 @@ class TrainStep:
     `compile_all`. A call with other shapes (say, a smaller last batch)
     goes through ``jax.jit``, which compiles for them.
 
+    Per call, the step adds one or two microseconds of Python to JAX's own
+    dispatch of the compiled program (`benchmarks/step_overhead.py`): the
+    batch is checked (`Objective.check_batch`, before the model is traced)
+    when a program is traced, i.e. once per structure, shapes and dtypes as
+    JAX keys its cache, and a state the step did not return is checked once
+    (`check_state`); the step just returned needs neither.
+
+    Donation. By default (``donate_state=False``, like ``jax.jit`` and the
+    steps of the Flax and Optax tutorials) a call leaves the state it is
+    given valid, so while it runs the device holds the old and the new
+    state: twice the memory of the parameters, optimizer state and model
+    state (with Adam, 6x the parameters' bytes instead of 3x). With
+    ``donate_state=True`` (``donate_argnums=0``, as Flax's example training
+    loops write it) XLA writes the new state into the buffers of the one
+    given, which is deleted: passing it again raises ``ValueError``. Pass
+    `donate_state` on a large model, or where each step is short (it also
+    saves allocating and copying the state; see ``docs/measuring.md``).
+
     With a `DataParallel` plan, the step runs under ``jax.shard_map`` over
     its mesh: `init` places the state on the mesh, each call splits the
     batch (this process's share of it) over the devices, and the metrics
@@ -144,6 +163,8 @@ class TrainStep:
       data_parallel: the `DataParallel` plan, or ``None``.
       trace_count: how many times a step has been traced (once per freeze
         depth used, for fixed shapes).
+      donate_state: whether a call donates (deletes) the state it is
+        given to reuse its memory.
       background_compile: whether the first call with freezing starts
         compiling every depth of the sequence in background threads.
       compile_seconds: ``{depth: seconds}`` spent tracing and compiling
@@ -193,9 +214,10 @@ class TrainStep:
             precision=precision,
         )
         self.executables = executables_lib.Executables(
-            self.builder.step_function, donate_state=donate_state
+            self._checked_step_function, donate_state=donate_state
         )
         self.config = config
+        self.donate_state = donate_state
         self.max_consecutive_skips = max_consecutive_skips
         self.raise_on_skips = raise_on_skips
         self.background_compile = (
@@ -211,6 +233,8 @@ class TrainStep:
         # The state this step last returned, and its freeze position: such
         # a state needs no check and no device read.
         self._last: tuple[weakref.ref, int | None] | None = None
+        # With freezing, `_freezing_schedule` (built on the first call).
+        self._schedule: tuple[list[int], int, bool] | None = None
         self._predict = jax.jit(objective.predict)
 
     # -- what the step was built from (read-only views) --------------------
@@ -309,25 +333,39 @@ class TrainStep:
 
     def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict]:
         """Runs one step: returns the new state and the step's metrics."""
-        position = self._checked_position(state)
-        self.objective.check_batch(batch)  # shapes only: cheap
-        self._check_skips()
-        batch = self._batch(batch)
-        freezing = self.freezing
-        if freezing is None:
-            new_state, metrics = self.executables(None, state, batch)
-            self._last = (weakref.ref(new_state), None)
-            self._record_skip(metrics)
-            return new_state, metrics
-        if self.background_compile and not self.executables.started_background:
-            self.executables.compile_ahead(
-                executables_lib.keys_by_first_use(freezing, position),
-                state,
-                batch,
+        # The per-call path: what is checked once (a state this step did
+        # not return; a batch of a structure, shapes or dtypes not seen
+        # before, at trace time) is not checked again here.
+        last = self._last
+        if last is not None and last[0]() is state:
+            position = last[1]
+        else:
+            position = self._checked_position(state)
+        if self._skip_flags:
+            self._check_skips()
+        placed = batch
+        if self.builder.data_parallel is not None:
+            placed = self._batch(batch)
+        if position is None:  # no freezing
+            new_state, metrics = self.executables(None, state, placed)
+        else:
+            if (
+                self.background_compile
+                and not self.executables.started_background
+            ):
+                self._compile_ahead(position, state, batch, placed)
+            # `_key(freezing.depth(position))`, from the sequence's
+            # programs listed once.
+            keys, micro_steps, wrap = (
+                self._schedule or self._freezing_schedule()
             )
-        new_state, metrics = self._run(freezing.depth(position), state, batch)
-        self._last = (weakref.ref(new_state), position + 1)
-        self._record_skip(metrics)
+            index = position // micro_steps
+            key = keys[index % len(keys) if wrap else min(index, len(keys) - 1)]
+            new_state, metrics = self.executables(key, state, placed)
+            position += 1
+        self._last = (weakref.ref(new_state), position)
+        if self.max_consecutive_skips is not None and "overflow" in metrics:
+            self._skip_flags.append(metrics["overflow"])
         return new_state, metrics
 
     def at_depth(self, depth: int | None):
@@ -355,10 +393,56 @@ class TrainStep:
         share one)."""
         return None if depth is None else self.freezing.canonical_depth(depth)
 
+    def _freezing_schedule(self) -> tuple[list[int], int, bool]:
+        """``(program of each sequence entry, micro_steps, wrap)``: what
+        picking a call's program reads, built once."""
+        freezing = self.freezing
+        self._schedule = (
+            executables_lib.sequence_keys(freezing).tolist(),
+            freezing.micro_steps,
+            freezing.wrap,
+        )
+        return self._schedule
+
+    def _compile_ahead(self, position: int, state, batch, placed) -> None:
+        """Starts the background compiles of every depth (first call).
+
+        The batch is checked first: the compiles trace it in other threads,
+        where a bad batch would fail every depth instead of this call.
+        """
+        self.objective.check_batch(batch)
+        self.executables.compile_ahead(
+            executables_lib.keys_by_first_use(self.freezing, position),
+            state,
+            placed,
+        )
+
+    def _checked_step_function(self, key: int | None):
+        """The builder's step of `key`, checking the batch when traced.
+
+        Checks that run when the step is traced run once per structure,
+        shapes and dtypes of the arguments (JAX traces again for new ones),
+        before the model is traced, and cost nothing per call.
+        """
+        step = self.builder.step_function(key)
+        check_batch = self.objective.check_batch
+
+        @functools.wraps(step)
+        def checked_step(state, batch):
+            check_batch(batch)  # shapes only
+            return step(state, batch)
+
+        return checked_step
+
     def _batch(self, batch):
         if self.data_parallel is None:
             return batch
-        return self.data_parallel.shard_batch(batch)
+        try:
+            return self.data_parallel.shard_batch(batch)
+        except (TypeError, ValueError):
+            # A batch the loss cannot take gets the clearer message.
+            self.objective.check_batch(batch)
+            raise
 
     def _is_own(self, state) -> bool:
         """Whether `state` is the one this step last returned."""
@@ -370,14 +454,10 @@ class TrainStep:
         if self._is_own(state):
             return self._last[1]
         self.check_state(state)
+        _check_not_deleted(state)
         if self.freezing is None:
             return None
         return int(state.algorithms.freeze.position)
-
-    def _record_skip(self, metrics) -> None:
-        """Keeps the step's skip flag for `_check_skips` (not read now)."""
-        if self.max_consecutive_skips is not None and "overflow" in metrics:
-            self._skip_flags.append(metrics["overflow"])
 
     def _check_skips(self) -> None:
         """Warns (or raises) after `max_consecutive_skips` skipped steps.
@@ -483,6 +563,25 @@ class TrainStep:
         return self.objective.merge(state.params, state.model_state)
 
 
+def _check_not_deleted(state) -> None:
+    """Raises if `state` was donated to an earlier call (its arrays are
+    deleted): JAX's own error would not say why."""
+    deleted = [
+        jax.tree_util.keystr(path)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(state)
+        if isinstance(leaf, jax.Array) and leaf.is_deleted()
+    ]
+    if deleted:
+        raise ValueError(
+            f"The state's arrays are deleted ({', '.join(deleted[:3])}"
+            f"{', ...' if len(deleted) > 3 else ''}): it was donated to an "
+            "earlier call of a step with `donate_state=True`, which reuses "
+            "the memory of the state it is given. Pass the state that call "
+            "returned, or build the step with `donate_state=False` to keep "
+            "every state valid."
+        )
+
+
 def make_train_step(
     optimizer: optax.GradientTransformation,
     *,
@@ -518,8 +617,11 @@ def make_train_step(
       predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
       data_parallel: a `DataParallel` plan to run the step over a device
         mesh (gradients averaged or AdaSum'd); ``None``: one device.
-      donate_state: donate the input state's buffers to the step (saves
-        memory; the old state cannot be used afterwards).
+      donate_state: donate the state a call is given to the step: XLA
+        writes the new state into its buffers (half the state's memory,
+        and less work per call) and the state given is deleted. Default
+        ``False``, like ``jax.jit``: every state stays valid, and the device
+        holds two states while a step runs (see `TrainStep`).
       loss_scale: a `StaticLossScale`, `DynamicLossScale` or
         `GroupLossScale`: the loss is scaled, the gradients unscaled, and a
         step whose gradients are not finite is skipped (`metrics` gets

@@ -8,6 +8,7 @@ the benchmarks and the tests compare boostax with what a user would write.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -34,6 +35,8 @@ def make_plain_step(
     model: nn.Module,
     optimizer: optax.GradientTransformation,
     loss: Callable[[jax.Array, jax.Array], jax.Array],
+    *,
+    donate_state: bool = False,
     **train_kwargs,
 ):
     """Returns ``jit(step)(state, (x, y)) -> (state, loss)`` for a Linen model.
@@ -42,10 +45,12 @@ def make_plain_step(
       model: a Linen module; collections other than ``params`` are mutable.
       optimizer: an Optax optimizer.
       loss: ``loss(outputs, targets) -> scalar``.
+      donate_state: ``jax.jit(..., donate_argnums=0)``, as the Flax
+        examples' training loops write it (the state passed in is deleted).
       **train_kwargs: passed to ``model.apply`` (e.g. ``train=True``).
     """
 
-    @jax.jit
+    @functools.partial(jax.jit, donate_argnums=0 if donate_state else ())
     def step(state: PlainState, batch):
         x, y = batch
         mutable = list(state.model_state)
