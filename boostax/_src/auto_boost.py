@@ -532,7 +532,8 @@ def auto_boost(
         ``pca_mat_path`` / ``weight_load_dir``, or `trajectory`).
       trajectory: with ``dim_reduce``, a `Trajectory` (or an array of
         flattened snapshots) to compute the PCA matrix from.
-      donate_state: donate the input state's buffers to the step.
+      donate_state: donate the input state's buffers to the step (the
+        variables given to `init` stay valid: the state holds copies).
       background_compile: with gradient freezing, compile every freeze
         depth in background threads from the first call on, while training
         runs (default: on, unless the environment variable
@@ -701,4 +702,9 @@ def auto_boost(
     )
     train_step.less_bn_report = less_bn_report
     train_step.plain_recipe = plain
+    if sample_inputs is not None:
+        train_step.sample_inputs = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)),
+            sample_inputs,
+        )
     return train_step
