@@ -573,7 +573,13 @@ def auto_boost(
       A `TrainStep`: ``state = ts.init(variables)``, then
       ``state, metrics = ts(state, batch)``. With LessBN, ``ts.model`` is
       the reduced model and ``ts.init`` also accepts the original model's
-      variables (converted: removed BatchNorms dropped, dense -> FN head).
+      variables, converted without losing what they hold: weights a user
+      brings are never silently re-initialised or transformed. Fresh ones
+      get LessBN's initialisation (removed BatchNorms dropped, dense -> FN
+      head, ``zero_init_residual``); trained ones keep their function
+      (each removed BatchNorm folded into the layer before it, trained
+      scales kept) or are refused with the reason (an FN head in place of
+      a trained dense head: pass ``less_bn``'s ``fn_flag`` False).
 
     Raises:
       ValueError, TypeError: for an invalid level, config or argument.
