@@ -189,6 +189,31 @@ class InitialisationChoicesTest(absltest.TestCase):
         self.assertIn("multiplier", state.params["Dense_0"])
         ts(state, (X, Y))
 
+    def test_loss_scale_groups_cover_the_folds(self):
+        # Groups named on the original model: a trained model's folds
+        # (`fold_bias`) join the group of the BatchNorm they replace.
+        paths = [
+            "/".join(k.key for k in path)
+            for path, _ in jax.tree_util.tree_leaves_with_path(FRESH["params"])
+        ]
+        ts = self._step(
+            {
+                "boost": {"mode": "manual", "loss_scale_group": True},
+                **NO_FN_HEAD,
+            },
+            loss_scale=boostax.GroupLossScale(
+                2.0**8, [paths[: len(paths) // 2], paths[len(paths) // 2 :]]
+            ),
+        )
+        state = ts.init(trained(FRESH, 7))
+        labels = ts.loss_scale.labels(state.params)
+        self.assertEqual(
+            labels["BasicBlock_1"]["BatchNorm_0"]["fold_bias"],
+            int("BasicBlock_1/BatchNorm_0/scale" in paths[len(paths) // 2 :]),
+        )
+        _, metrics = ts(state, (X, Y))
+        self.assertTrue(np.isfinite(metrics["loss"]))
+
 
 class AnotherModelTest(absltest.TestCase):
     def test_refused_and_the_step_stays_its_models(self):

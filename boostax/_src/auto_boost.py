@@ -654,10 +654,17 @@ def auto_boost(
             model, optimizer, boost_config, sample_inputs, decay
         )
         if isinstance(loss_scale, loss_scale_lib.GroupLossScale):
-            # Groups named on the original model, as freezing's are.
-            loss_scale = loss_scale.restricted(
-                model_graph.param_shapes(model, sample_inputs),
-                model_graph.param_shapes(plain.kwargs["model"], sample_inputs),
+            # Groups named on the original model, as freezing's are:
+            # restricted to the reduced model's params, and to whatever a
+            # trained model's LessBN folds add to them (`named_on`).
+            original = model_graph.param_shapes(
+                plain.kwargs["model"], sample_inputs
+            )
+            loss_scale = dataclasses.replace(
+                loss_scale.restricted(
+                    model_graph.param_shapes(model, sample_inputs), original
+                ),
+                named_on=loss_scale.labels(original),
             )
     else:
         optimizer = decay.chain(optimizer)
