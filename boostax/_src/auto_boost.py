@@ -457,6 +457,18 @@ def data_parallel_from_config(
     return dp
 
 
+def _restricted_loss_scale(loss_scale, params, original):
+    """`loss_scale`'s groups restricted to the reduced model's `params`,
+    keeping their labels on the `original` model's (when they were named
+    there) for the leaves LessBN's folds add (`GroupLossScale.named_on`)."""
+    restricted = loss_scale.restricted(params, original)
+    try:
+        named_on = loss_scale.labels(original)
+    except ValueError:
+        return restricted  # named on the reduced model's params
+    return dataclasses.replace(restricted, named_on=named_on)
+
+
 def auto_boost(
     level: str = "O0",
     config: config_lib.BoostConfig | Mapping | str | os.PathLike | None = None,
@@ -660,11 +672,10 @@ def auto_boost(
             original = model_graph.param_shapes(
                 plain.kwargs["model"], sample_inputs
             )
-            loss_scale = dataclasses.replace(
-                loss_scale.restricted(
-                    model_graph.param_shapes(model, sample_inputs), original
-                ),
-                named_on=loss_scale.labels(original),
+            loss_scale = _restricted_loss_scale(
+                loss_scale,
+                model_graph.param_shapes(model, sample_inputs),
+                original,
             )
     else:
         optimizer = decay.chain(optimizer)
