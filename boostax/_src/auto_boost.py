@@ -457,6 +457,18 @@ def data_parallel_from_config(
     return dp
 
 
+def _restricted_loss_scale(loss_scale, params, original):
+    """`loss_scale`'s groups restricted to the reduced model's `params`,
+    keeping their labels on the `original` model's (when they were named
+    there) for the leaves LessBN's folds add (`GroupLossScale.named_on`)."""
+    restricted = loss_scale.restricted(params, original)
+    try:
+        named_on = loss_scale.labels(original)
+    except ValueError:
+        return restricted  # named on the reduced model's params
+    return dataclasses.replace(restricted, named_on=named_on)
+
+
 def auto_boost(
     level: str = "O0",
     config: config_lib.BoostConfig | Mapping | str | os.PathLike | None = None,
@@ -539,7 +551,8 @@ def auto_boost(
         writes the new state into its buffers (half the state's memory,
         and less work per call) and the state given is deleted. Default
         ``False``, like ``jax.jit``: every state stays valid, and the device
-        holds two states while a step runs (see `TrainStep`).
+        holds two states while a step runs (see `TrainStep`). The variables
+        given to `init` stay valid: the state holds copies of them.
       background_compile: with gradient freezing, compile every freeze
         depth in background threads from the first call on, while training
         runs (default: on, unless the environment variable
@@ -583,7 +596,13 @@ def auto_boost(
       A `TrainStep`: ``state = ts.init(variables)``, then
       ``state, metrics = ts(state, batch)``. With LessBN, ``ts.model`` is
       the reduced model and ``ts.init`` also accepts the original model's
-      variables (converted: removed BatchNorms dropped, dense -> FN head).
+      variables, converted without losing what they hold: weights a user
+      brings are never silently re-initialised or transformed. Fresh ones
+      get LessBN's initialisation (removed BatchNorms dropped, dense -> FN
+      head, ``zero_init_residual``); trained ones keep their function
+      (each removed BatchNorm folded into the layer before it, trained
+      scales kept) or are refused with the reason (an FN head in place of
+      a trained dense head: pass ``less_bn``'s ``fn_flag`` False).
 
     Raises:
       ValueError, TypeError: for an invalid level, config or argument.
@@ -658,10 +677,16 @@ def auto_boost(
             model, optimizer, boost_config, sample_inputs, decay
         )
         if isinstance(loss_scale, loss_scale_lib.GroupLossScale):
-            # Groups named on the original model, as freezing's are.
-            loss_scale = loss_scale.restricted(
+            # Groups named on the original model, as freezing's are:
+            # restricted to the reduced model's params, and to whatever a
+            # trained model's LessBN folds add to them (`named_on`).
+            original = model_graph.param_shapes(
+                plain.kwargs["model"], sample_inputs
+            )
+            loss_scale = _restricted_loss_scale(
+                loss_scale,
                 model_graph.param_shapes(model, sample_inputs),
-                model_graph.param_shapes(plain.kwargs["model"], sample_inputs),
+                original,
             )
     else:
         optimizer = decay.chain(optimizer)
@@ -713,4 +738,9 @@ def auto_boost(
     )
     train_step.less_bn_report = less_bn_report
     train_step.plain_recipe = plain
+    if sample_inputs is not None:
+        train_step.sample_inputs = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)),
+            sample_inputs,
+        )
     return train_step

@@ -11,6 +11,13 @@ What a Flax ``TrainState`` cannot hold — the step's PRNG key, the loss-scale
 state and the freeze position — stays in the boostax state: pass that as
 `like` when converting back, or they start afresh (the freeze position at
 the Flax step, which is where an uninterrupted run would be).
+
+Weights brought in are never silently re-initialised or transformed: their
+function is kept exactly, or the conversion is refused with the reason
+(LessBN folds a trained removed BatchNorm into the layer before it and
+refuses to put its FN head in place of a trained dense head; see
+``less_bn_weights.py``). A state of another model is refused before the
+step sees it, so the step stays the one model's it was built for.
 """
 
 from __future__ import annotations
@@ -22,14 +29,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import linen as nn
 from flax.training import train_state as flax_train_state
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from boostax._src import freezing as freezing_lib
+from boostax._src import less_bn_linen, tree_diff, validation
+from boostax._src import model_graph as model_graph_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
-from boostax._src import validation
 
 # The fields of flax's own TrainState; any other field of a subclass that
 # holds a dict is a model-state collection (``batch_stats``).
@@ -120,7 +129,9 @@ def to_flax_train_state(
 
     Returns:
       An instance of `cls`. The PRNG key, loss-scale state and freeze
-      position are not in it (see `from_flax_train_state`'s `like`).
+      position are not in it (see `from_flax_train_state`'s `like`). With
+      the step's `donate_state`, its arrays are copies: the step frees the
+      buffers of the state it is given, and the Flax state stays valid.
 
     Raises:
       TypeError: if `cls` is not a Flax ``TrainState`` class, or lacks a
@@ -180,13 +191,18 @@ def to_flax_train_state(
             f"keyword arguments, e.g. `{required[0]}=None`."
         )
     model = train_step.model
-    return cls(
+    arrays = dict(
         step=state.step,
-        apply_fn=getattr(model, "apply", None),
         params=state.params,
-        tx=train_step.plan(state.params).optimizer,
         opt_state=_replicated_opt_state(train_step, state.opt_state),
         **model_state,
+    )
+    if train_step.donate_state:
+        arrays = train_step.own_copy(arrays)
+    return cls(
+        apply_fn=getattr(model, "apply", None),
+        tx=train_step.plan(state.params).optimizer,
+        **arrays,
         **fields,
     )
 
@@ -203,7 +219,18 @@ def from_flax_train_state(
 
     The Flax state's params and collections (the fields holding dicts, e.g.
     ``batch_stats``) are the model's variables: with LessBN they may be the
-    original model's, and are converted as `TrainStep.init` converts them.
+    original model's, and are converted as `TrainStep.init` converts them —
+    keeping their function: a trained BatchNorm that LessBN removes is
+    folded into the layer before it, and a trained dense head is never
+    replaced by the FN head (refused: build the step with ``less_bn``'s
+    ``fn_flag`` False). Nothing of the Flax state is re-initialised.
+
+    The variables must be those of the step's model: another model's (other
+    parameter paths or shapes, or an ``apply_fn`` of another module class)
+    are refused before the step sees them, so a step that has not been
+    initialised yet is not bound to the wrong model. With `donate_state`,
+    the state holds copies of the Flax state's arrays, which stay valid.
+
     On a mesh the state is placed as `TrainStep.init` places it (with
     AdaSum, the stacked optimizer state of `to_flax_train_state` is split
     over the devices again).
@@ -225,7 +252,9 @@ def from_flax_train_state(
 
     Raises:
       ValueError: if the optimizer state does not fit `train_step` (say
-        ``init_optimizer=True`` to start it afresh).
+        ``init_optimizer=True`` to start it afresh); if the variables are
+        another model's (the message names the paths and shapes that
+        differ); if LessBN cannot keep the trained weights' function.
     """
     _check_step(train_step)
     validation.check_bool("init_optimizer", init_optimizer)
@@ -246,6 +275,7 @@ def from_flax_train_state(
         variables = flax_state.params
     else:
         variables = {"params": flax_state.params, **collections}
+    check_model(train_step, variables, getattr(flax_state, "apply_fn", None))
     fresh = train_step.init(variables, rng=rng)
     step = jnp.asarray(flax_state.step, jnp.int32)
     algorithms = fresh.algorithms
@@ -262,12 +292,16 @@ def from_flax_train_state(
         opt_state = _placed_like(
             train_step, flax_state.opt_state, fresh.opt_state
         )
-    state = fresh.replace(
+    brought = dict(
         step=step,
         opt_state=opt_state,
         rng=rng_key,
         algorithms=algorithms,
     )
+    if train_step.donate_state:
+        # `init` copied the variables; these may be the caller's too.
+        brought = train_step.own_copy(brought)
+    state = fresh.replace(**brought)
     try:
         train_step.check_state(state)
     except ValueError as e:
@@ -277,3 +311,108 @@ def from_flax_train_state(
             "`init_optimizer=True` to start this step's afresh.)"
         ) from None
     return state
+
+
+def _original_model(train_step):
+    model = train_step.model
+    return (
+        model.network if isinstance(model, less_bn_linen.LinenLessBN) else model
+    )
+
+
+def _reference_variables(train_step):
+    """The abstract variables of the step's model, or ``None`` where the
+    step has no sample inputs to build them from."""
+    sample = getattr(train_step, "sample_inputs", None)
+    objective = train_step.objective
+    if sample is None or not isinstance(
+        objective, objectives_lib.LinenObjective
+    ):
+        return None
+    inputs = model_graph_lib.as_inputs(sample)
+    return jax.eval_shape(
+        lambda *x: objective.module.init(
+            jax.random.PRNGKey(0), *x, **objective.eval_kwargs
+        ),
+        *inputs,
+    )
+
+
+def _shapes(tree) -> dict[str, tuple[int, ...]]:
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {
+        "/".join(str(getattr(k, "key", k)) for k in path): jnp.shape(leaf)
+        for path, leaf in flat
+    }
+
+
+def check_model(train_step, variables, apply_fn=None) -> None:
+    """Refuses variables of another model than `train_step`'s.
+
+    Checked before `TrainStep.init` sees them, so that a step is never bound
+    to another model (its first `init` records the model's structure).
+    Compared: the module class of `apply_fn` (a bound Linen ``apply``), the
+    structure the step's `init` recorded, and, where the step knows its
+    sample inputs (`auto_boost`'s `sample_inputs`), every variable's path
+    and shape.
+
+    Raises:
+      ValueError: naming the module classes, or the paths and shapes that
+        differ.
+    """
+    module = getattr(apply_fn, "__self__", None)
+    models = [train_step.model, _original_model(train_step)]
+    if isinstance(module, nn.Module) and all(
+        isinstance(m, nn.Module) and type(m) is not type(module) for m in models
+    ):
+        raise ValueError(
+            "`flax_state` belongs to another model: its `apply_fn` is "
+            f"{type(module).__name__}.apply, and this step trains "
+            f"{type(models[1]).__name__}. Convert a state of the step's own "
+            "model, or build the step for that model."
+        )
+    params, model_state = train_step.objective.split(variables)
+    plan = train_step.builder.current_plan
+    template = None if plan is None else plan.template
+    if template is not None:
+        for name, tree in (("params", params), ("model_state", model_state)):
+            treedef = template[name]
+            if jax.tree.structure(tree) != treedef:
+                built = jax.tree.unflatten(treedef, [0] * treedef.num_leaves)
+                raise ValueError(
+                    f"`flax_state` belongs to another model: its {name} "
+                    f"are {tree_diff.describe(tree)}, the step's `init` "
+                    f"built {tree_diff.describe(built)}."
+                )
+    reference = _reference_variables(train_step)
+    if reference is None:
+        return
+    got = _shapes(train_step.objective.merge(params, model_state))
+    want = _shapes(reference)
+    folded = (less_bn_linen.FOLD_SCALE, less_bn_linen.FOLD_BIAS)
+    differences = [
+        f"{path}: shape {got[path]}, the model's is {want[path]}"
+        for path in want
+        if path in got and got[path] != want[path]
+    ]
+    differences += [
+        f"{path} (shape {shape}) is missing"
+        for path, shape in want.items()
+        if path not in got
+    ]
+    differences += [
+        f"{path} (shape {shape}) is not the model's"
+        for path, shape in got.items()
+        if path not in want and not path.endswith(folded)
+    ]
+    if differences:
+        # The parameters first: they name the layers that differ.
+        differences.sort(key=lambda d: not d.startswith("params/"))
+        shown = "; ".join(differences[:6])
+        more = len(differences) - 6
+        raise ValueError(
+            "`flax_state` holds the variables of another model than this "
+            f"step's {type(models[1]).__name__}: {shown}"
+            + (f"; and {more} more" if more > 0 else "")
+            + ". Convert a state of the step's own model."
+        )

@@ -127,6 +127,7 @@ def apply_plan(model, less_bn_plan: LessBNPlan):
             fn_scale=less_bn_plan.fn_scale,
             fn_log_scale=less_bn_plan.fn_log_scale,
             zero_init=less_bn_plan.zero_init,
+            folds=less_bn_plan.folds,
         )
     return apply_nnx_plan(model, less_bn_plan)
 

@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from boostax._src import model_graph
+from boostax._src import less_bn_weights, model_graph
 from boostax._src.fn_head import NNXFNHead
-from boostax._src.less_bn_plan import LessBNPlan, plan_less_bn
+from boostax._src.less_bn_plan import LessBNPlan, path_str, plan_less_bn
 
 
 class NNXIdentity(nnx.Module):
@@ -51,11 +51,80 @@ def _set_submodule(root, path, value) -> None:
         setattr(parent, path[-1], value)
 
 
+def _values(module) -> dict:
+    """An NNX BatchNorm's (or layer's) variables held, as arrays."""
+    names = ("scale", "bias", "mean", "var")
+    return {
+        name: getattr(module, name)[...]
+        for name in names
+        if getattr(module, name, None) is not None
+    }
+
+
+def _trained_evidence(modules: dict, plan: LessBNPlan) -> str | None:
+    """Why the module's weights count as trained, or ``None``."""
+    for path, module in modules.items():
+        if isinstance(module, nnx.BatchNorm) and not (
+            less_bn_weights.is_initial(_values(module))
+        ):
+            return f"BatchNorm {path_str(path)} is not at its initial values"
+    head = modules[plan.fn_head]
+    if getattr(head, "bias", None) is not None and not (
+        less_bn_weights.is_initial({"bias": head.bias[...]})
+    ):
+        return "its bias is not zero"
+    return None
+
+
+def _fold(modules: dict, fold, norm) -> None:
+    """Folds a trained removed BatchNorm into the layer before it (in place),
+    or raises: an NNX model keeps its structure, so the shift needs a
+    layer with a bias to go into."""
+    layer = None if fold.into is None else modules[fold.into]
+    if layer is None or getattr(layer, "bias", None) is None:
+        raise ValueError(
+            f"The trained BatchNorm {path_str(fold.path)} that LessBN removes"
+            " cannot be folded into the layer before it "
+            + (
+                "(there is no single convolution or dense layer whose output "
+                "only it reads)"
+                if layer is None
+                else f"({path_str(fold.into)} has no bias to take its shift)"
+            )
+            + ", and its trained function is never dropped silently: switch "
+            "less_bn off for this model (auto_boost config {'boost': "
+            "{'less_bn': False}}), or start from fresh weights."
+        )
+    values = {"kernel": layer.kernel[...], "bias": layer.bias[...]}
+    a, b = less_bn_weights.folded_affine(
+        fold, _values(norm), values["kernel"].dtype
+    )
+    less_bn_weights.fold_into_layer(values, a, b)
+    layer.kernel[...] = values["kernel"]
+    layer.bias[...] = values["bias"]
+
+
 def apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
-    """A copy of `model` with `plan` applied (its weights carried over)."""
+    """A copy of `model` with `plan` applied (its weights carried over).
+
+    The weights are kept as ``less_bn_weights`` says: a trained removed
+    BatchNorm is folded into the layer before it (which needs a bias), a
+    trained `zero_init` BatchNorm keeps its scale, and a trained dense
+    layer is not replaced by an FN head (`ValueError`).
+    """
     model = nnx.clone(model)
     modules = dict(nnx.iter_modules(model))
+    if plan.fn_head is not None:
+        trained = _trained_evidence(modules, plan)
+        if trained is not None:
+            raise less_bn_weights.refuse_trained_fn_head(
+                path_str(plan.fn_head), trained
+            )
+    folds = {fold.path: fold for fold in plan.folds}
     for path in plan.removed:
+        norm = modules[path]
+        if not less_bn_weights.is_initial(_values(norm)):
+            _fold(modules, folds[tuple(path)], norm)
         _set_submodule(model, path, NNXIdentity())
     if plan.fn_head is not None:
         _set_submodule(
@@ -69,5 +138,6 @@ def apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
         )
     for path in plan.zero_init:
         norm = modules[path]
-        norm.scale[...] = jnp.zeros_like(norm.scale[...])
+        if less_bn_weights.is_initial(_values(norm)):
+            norm.scale[...] = jnp.zeros_like(norm.scale[...])
     return model

@@ -121,6 +121,72 @@ def path_str(path: Sequence[Any]) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class BatchNormFold:
+    """Where a removed BatchNorm's trained function goes.
+
+    A trained BatchNorm computes, at inference, the per-channel affine map
+    ``x * a + b`` with ``a = scale / sqrt(var + epsilon)`` and
+    ``b = bias - mean * a``. When LessBN removes it from a model whose
+    weights were trained, the map is folded into the layer before it
+    (`into`): its kernel's output channels are multiplied by ``a`` and
+    ``b`` is added to its bias (or, if it has none, kept at the BatchNorm's
+    path as ``fold_bias``). Without such a layer (the BatchNorm reads a
+    concatenation, an activation, or a layer whose output is read
+    elsewhere too), both stay at its path as ``fold_scale`` and
+    ``fold_bias``.
+
+    Attributes:
+      path: the removed BatchNorm's module path.
+      into: the module path of the convolution or dense layer whose output
+        only this BatchNorm reads, or ``None``.
+      epsilon: the BatchNorm's epsilon.
+      channels_last: whether it normalises over the last axis (a fold
+        needs that: the kernel's output channels are its last axis).
+    """
+
+    path: tuple[Any, ...]
+    into: tuple[Any, ...] | None
+    epsilon: float
+    channels_last: bool
+
+
+def batch_norm_folds(
+    graph: model_graph.Graph, removed: Sequence[tuple[Any, ...]]
+) -> tuple[BatchNormFold, ...]:
+    """The `BatchNormFold` of each removed BatchNorm (see there)."""
+    calls: dict[tuple[Any, ...], int] = {}
+    for call in graph.calls:
+        calls[tuple(call.path)] = calls.get(tuple(call.path), 0) + 1
+    folds = []
+    for path in removed:
+        node = next(n for n in graph.layers("batch_norm") if n.path == path)
+        module = node.call.module
+        axis = getattr(module, "axis", -1)
+        rank = len(node.shape)
+        channels_last = axis in (-1, rank - 1) if rank else axis == -1
+        source = graph.producer(node)
+        into = None
+        if (
+            source is not None
+            and source.kind in ("conv", "grouped_conv", "dense")
+            and [c.id for c in graph.data_consumers(source)] == [node.id]
+            and calls.get(tuple(source.path)) == 1
+            and calls.get(tuple(path)) == 1
+            and tuple(source.shape) == tuple(node.shape)
+        ):
+            into = tuple(source.path)
+        folds.append(
+            BatchNormFold(
+                tuple(path),
+                into,
+                float(getattr(module, "epsilon", 1e-5)),
+                channels_last,
+            )
+        )
+    return tuple(folds)
+
+
+@dataclasses.dataclass(frozen=True)
 class LessBNPlan:
     """The decisions of LessBN for one model.
 
@@ -135,6 +201,8 @@ class LessBNPlan:
       zero_init: paths of the kept BatchNorms whose scale starts at zero
         (the last BatchNorm of each residual branch, with
         ``zero_init_residual``), so that each block starts as the identity.
+      folds: one `BatchNormFold` per removed BatchNorm: where its function
+        goes when trained weights are brought into the reduced model.
     """
 
     removed: tuple[tuple[Any, ...], ...]
@@ -144,6 +212,7 @@ class LessBNPlan:
     fn_scale: float = 1.0
     fn_log_scale: bool = False
     zero_init: tuple[tuple[Any, ...], ...] = ()
+    folds: tuple[BatchNormFold, ...] = ()
 
 
 def residual_branch_ends(
@@ -261,4 +330,5 @@ def plan_less_bn(
         zero_init=residual_branch_ends(graph, removed_paths)
         if zero_init_residual
         else (),
+        folds=batch_norm_folds(graph, removed_paths),
     )

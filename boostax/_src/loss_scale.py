@@ -318,6 +318,35 @@ def _group_paths(groups) -> list[set[tuple[str, ...]]]:
     ]
 
 
+def _owners(labels: Any) -> dict[tuple[str, ...], int]:
+    """``{parameter path: group}`` of a label tree."""
+    return {
+        path_names(path): int(k)
+        for path, k in jax.tree_util.tree_flatten_with_path(labels)[0]
+    }
+
+
+def _restricted_groups(params, owner, num_groups) -> tuple[tuple, ...]:
+    """Groups covering `params`, from the `owner` of another model's (see
+    `GroupLossScale.restricted`)."""
+    groups: list[list[tuple[str, ...]]] = [[] for _ in range(num_groups)]
+    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
+        name = path_names(path)
+        if name in owner:
+            groups[owner[name]].append(name)
+            continue
+        module = {k for p, k in owner.items() if p[:-1] == name[:-1]}
+        if len(module) != 1:
+            raise ValueError(
+                f"Parameter {'/'.join(name)!r} is not in the model the "
+                "loss-scale groups were named on, and its module's "
+                f"parameters are in groups {sorted(module)}: name the "
+                "groups on the trained (reduced) model's parameters."
+            )
+        groups[module.pop()].append(name)
+    return tuple(map(tuple, groups))
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class GroupLossScale:
     """Per-group dynamic loss scales (MindSpore's enhanced AMP).
@@ -335,6 +364,13 @@ class GroupLossScale:
         index (0-based) per leaf. Every parameter must be in exactly one.
       backoff, growth: the per-step factors.
       min_loss_scale, max_loss_scale: bounds of each scale.
+      named_on: when the groups were named on another model than the one
+        trained (the original of a LessBN model), the group of each of
+        that model's parameters: a label tree (`labels` of its params);
+        ``None``: the groups are the trained model's. With it, parameters
+        the groups do not cover join their module's group, as `restricted`
+        says, whatever the parameters given (LessBN's folds of trained
+        weights add some).
     """
 
     init_loss_scale: float | Sequence[float]
@@ -343,6 +379,7 @@ class GroupLossScale:
     growth: float = 2.0 ** (1 / 1000)
     min_loss_scale: float = 1.0
     max_loss_scale: float = 2.0**32
+    named_on: Any = None
 
     @property
     def num_groups(self) -> int:
@@ -370,6 +407,18 @@ class GroupLossScale:
 
     def labels(self, params: Any) -> Any:
         """The group index of every leaf of `params`, validated."""
+        try:
+            return self._labels(params)
+        except ValueError:
+            if self.named_on is None:
+                raise
+        # Named on the original model: restricted to the params trained.
+        groups = _restricted_groups(
+            params, _owners(self.named_on), self.num_groups
+        )
+        return dataclasses.replace(self, groups=groups)._labels(params)
+
+    def _labels(self, params: Any) -> Any:
         if not isinstance(self.groups, (list, tuple)):
             labels = self.groups
             if jax.tree.structure(labels) != jax.tree.structure(params):
@@ -425,37 +474,18 @@ class GroupLossScale:
             or a new leaf's module spans several groups.
         """
         try:
-            self.labels(params)
+            self._labels(params)
             return self
         except ValueError:
             pass
-        labels = self.labels(original_params)  # raises: names of neither
-        owner = {
-            path_names(path): int(k)
-            for (path, _), k in zip(
-                jax.tree_util.tree_flatten_with_path(original_params)[0],
-                jax.tree.leaves(labels),
-                strict=True,
+        labels = self._labels(original_params)  # raises: names of neither
+        owner = _owners(
+            jax.tree.unflatten(
+                jax.tree.structure(original_params), jax.tree.leaves(labels)
             )
-        }
-        groups: list[list[tuple[str, ...]]] = [
-            [] for _ in range(self.num_groups)
-        ]
-        for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
-            name = path_names(path)
-            if name in owner:
-                groups[owner[name]].append(name)
-                continue
-            module = {k for p, k in owner.items() if p[:-1] == name[:-1]}
-            if len(module) != 1:
-                raise ValueError(
-                    f"Parameter {'/'.join(name)!r} is not in the model the "
-                    "loss-scale groups were named on, and its module's "
-                    f"parameters are in groups {sorted(module)}: name the "
-                    "groups on the trained (reduced) model's parameters."
-                )
-            groups[module.pop()].append(name)
-        return dataclasses.replace(self, groups=tuple(map(tuple, groups)))
+        )
+        groups = _restricted_groups(params, owner, self.num_groups)
+        return dataclasses.replace(self, groups=groups)
 
     def scale(self, loss, state):
         return loss.astype(jnp.float32)  # the boundaries scale the backward

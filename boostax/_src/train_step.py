@@ -174,6 +174,12 @@ class TrainStep:
       less_bn_report: with LessBN, the `LessBNReport` of the model.
       plain_recipe: a `PlainRecipe` for the plain Optax step of the same
         model and optimizer (set by `auto_boost`; used by `cost_report`).
+      sample_inputs: the shapes (``jax.ShapeDtypeStruct``) of
+        `auto_boost`'s `sample_inputs`, or ``None``: with them,
+        `from_flax_train_state` checks the path and shape of every
+        variable against the model's.
+      donate_state: whether the step donates the buffers of the state it
+        is given (`init` then copies the variables it is given).
       skip_nonfinite: without loss scaling, whether a step with non-finite
         gradients is skipped (loss scaling always skips them).
       max_consecutive_skips: skipped steps in a row that trigger the
@@ -200,6 +206,7 @@ class TrainStep:
         precision: Any = None,
     ):
         validation.check_bool("donate_state", donate_state)
+        self.donate_state = donate_state
         validation.check_optional_bool("background_compile", background_compile)
         check_skip_options(
             skip_nonfinite, max_consecutive_skips, raise_on_skips
@@ -227,6 +234,7 @@ class TrainStep:
         )
         self.less_bn_report = None
         self.plain_recipe: PlainRecipe | None = None
+        self.sample_inputs = None
         # Host side: skip flags not read yet, and the current run of skips.
         self._skip_flags: list[jax.Array] = []
         self._skip_run = 0
@@ -308,9 +316,21 @@ class TrainStep:
             default ``jax.random.PRNGKey(0)``.
 
         Returns:
-          A `TrainState` at step 0.
+          A `TrainState` at step 0. Its arrays are never the ones given: with
+          `donate_state`, the step frees the buffers of the state it is
+          given, so `variables` and `rng` stay valid only because the state
+          holds copies of them (made once, here).
         """
-        return self.builder.init_state(variables, rng)
+        state = self.builder.init_state(variables, rng)
+        return self.own_copy(state) if self.donate_state else state
+
+    def own_copy(self, tree):
+        """`tree` with every array copied (a state the step may donate must
+        not share buffers with arrays the caller keeps: on the CPU, even an
+        array placed on a mesh from NumPy may share the original's)."""
+        return jax.tree.map(
+            lambda x: x.copy() if isinstance(x, jax.Array) else x, tree
+        )
 
     def check_state(self, state: Any) -> None:
         """Raises if `state` is not a state of this step.
@@ -621,7 +641,9 @@ def make_train_step(
         writes the new state into its buffers (half the state's memory,
         and less work per call) and the state given is deleted. Default
         ``False``, like ``jax.jit``: every state stays valid, and the device
-        holds two states while a step runs (see `TrainStep`).
+        holds two states while a step runs (see `TrainStep`). The variables
+        given to `init` (and to `from_flax_train_state`) stay valid: the
+        state holds copies of them.
       loss_scale: a `StaticLossScale`, `DynamicLossScale` or
         `GroupLossScale`: the loss is scaled, the gradients unscaled, and a
         step whose gradients are not finite is skipped (`metrics` gets
