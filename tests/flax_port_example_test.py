@@ -22,7 +22,6 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from absl.testing import absltest, parameterized
 
 import boostax
@@ -205,7 +204,6 @@ class FlaxPortTest(parameterized.TestCase):
 
 
 class TrainedCheckpointTest(absltest.TestCase):
-    @pytest.mark.xfail(strict=True, reason="needs weights branch")
     def test_o1_resume_of_a_trained_flax_checkpoint_keeps_its_accuracy(self):
         # The example's own checkpoint of a trained model, brought into O1.
         workdir = tempfile.mkdtemp()
@@ -223,17 +221,30 @@ class TrainedCheckpointTest(absltest.TestCase):
             jax.random.key(0), config, model, example.IMAGE_SIZE, lambda s: 0.1
         )
         flax_state = example.restore_checkpoint(template, workdir)
-        o1 = dataclasses.replace(
-            config, boost_level="O1", boost_config={"grad_freeze": FREEZE}
-        )
-        ts, _ = flax_port.create_train_state(
-            jax.random.key(0),
-            o1,
-            model,
-            example.IMAGE_SIZE,
-            lambda s: 0.1,
-            jax.make_mesh((1,), ("batch",), devices=devices),
-        )
+
+        def o1_step(boost_config):
+            o1 = dataclasses.replace(
+                config, boost_level="O1", boost_config=boost_config
+            )
+            ts, _ = flax_port.create_train_state(
+                jax.random.key(0),
+                o1,
+                model,
+                example.IMAGE_SIZE,
+                lambda s: 0.1,
+                jax.make_mesh((1,), ("batch",), devices=devices),
+            )
+            return ts
+
+        # O1's FN head would replace the trained dense head: refused.
+        with self.assertRaisesRegex(ValueError, "fn_flag"):
+            boostax.from_flax_train_state(
+                o1_step({"grad_freeze": FREEZE}),
+                flax_state,
+                init_optimizer=True,
+            )
+        # Without it, the removed BatchNorms are folded: the same model.
+        ts = o1_step({"grad_freeze": FREEZE, "less_bn": {"fn_flag": False}})
         state = boostax.from_flax_train_state(
             ts, flax_state, init_optimizer=True
         )
