@@ -26,7 +26,7 @@ from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import step_builder as step_builder_lib
-from boostax._src import user_warnings, validation
+from boostax._src import step_checks, user_warnings, validation
 from boostax._src.step_builder import StepPlan, check_skip_options
 from boostax._src.train_state import AlgorithmStates, TrainState
 
@@ -343,6 +343,7 @@ class TrainStep:
             )
 
         def step(state, batch):
+            _require_state(state)
             return self._run(depth, state, self._batch(batch))
 
         return step
@@ -476,11 +477,21 @@ class TrainStep:
 
     def predict(self, state: TrainState, inputs):
         """The model's outputs on `inputs` in evaluation mode."""
+        _require_state(state)
         return self._predict(state.params, state.model_state, inputs)
 
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""
+        _require_state(state)
         return self.objective.merge(state.params, state.model_state)
+
+
+def _require_state(state: Any) -> None:
+    """Raises ``TypeError`` unless `state` is a `TrainState` (a check as
+    cheap as an attribute read, for the calls that run `check_state`'s
+    full comparison on no state)."""
+    if not isinstance(state, TrainState):
+        raise TypeError(step_checks.not_a_state_message(state))
 
 
 def make_train_step(

@@ -1,0 +1,154 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Flax's errors of a Linen model's call in the step, said in boostax's terms.
+
+A step traces ``module.apply`` on the batch's inputs with the state's
+params. Flax's own errors there (``InvalidRngError``: "needs PRNG for
+'noise'", ``ScopeParamShapeError``, ``ScopeParamNotFoundError``) name
+neither the argument to fix nor where the state came from; `explained`
+re-raises them naming `rng_collections`, `batch_keys` or the params that
+differ (LessBN's FN head, another model's). It runs when the step is
+traced, never per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+
+import flax.errors
+import jax
+import numpy as np
+
+from boostax._src import tree_diff
+
+
+@contextlib.contextmanager
+def explained(objective, params, inputs, *, train: bool) -> Iterator[None]:
+    """Re-raises Flax's errors of applying the model to `inputs` with
+    `params` as boostax's, naming the argument to fix.
+
+    Runs when the step is traced (never per call): a missing RNG stream
+    names `rng_collections`; params the model does not build for these
+    inputs name the leaf, and `batch_keys` or the state's origin.
+
+    Args:
+      objective: the `LinenObjective` (its module, RNG streams, batch keys
+        and call keyword arguments).
+      params: the params the model is applied with (the state's).
+      inputs: the inputs it is applied to.
+      train: whether the call is the training one (else `predict`'s).
+    """
+    kwargs = objective.train_kwargs if train else objective.eval_kwargs
+    try:
+        yield
+    except flax.errors.InvalidRngError as e:
+        stream = re.search(r'needs PRNG for "([^"]+)"', str(e))
+        if stream is None:
+            raise
+        raise ValueError(
+            f"The model draws from the RNG stream {stream.group(1)!r}, "
+            f"which `rng_collections` ({objective.rng_collections!r}) does "
+            "not name: pass `rng_collections=("
+            + "".join(f"{n!r}, " for n in objective.rng_collections)
+            + f"{stream.group(1)!r})` to auto_boost or make_train_step."
+        ) from e
+    except (
+        flax.errors.ScopeParamShapeError,
+        flax.errors.ScopeParamNotFoundError,
+    ) as e:
+        raise _params_error(objective, params, inputs, kwargs, e) from e
+
+
+def _params_error(objective, params, inputs, kwargs, error) -> ValueError:
+    """Where `params` differ from those the model builds for `inputs`."""
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), inputs
+    )
+    streams = ("params", *objective.rng_collections)
+    key = jax.random.PRNGKey(0)
+    try:
+        expected = jax.eval_shape(
+            lambda x: objective.module.init(
+                dict.fromkeys(streams, key), x, **kwargs
+            ),
+            abstract,
+        )["params"]
+    except Exception:  # noqa: BLE001  (then Flax's own words only)
+        expected = None
+    if objective.batch_keys is None:
+        source = "the batch's inputs (the first of its (inputs, targets))"
+        fix = "that batches are (inputs, targets) in that order"
+    else:
+        source = (
+            f"the batch's inputs (its {objective.batch_keys[0]!r} entry, "
+            f"`batch_keys`={objective.batch_keys!r})"
+        )
+        fix = "that `batch_keys` is (inputs key, targets key) in that order"
+    fix += (
+        ", and that the state was built by this step's `init` for this "
+        "model (not for another model, or another level or "
+        "`less_bn.fn_flag`, whose LessBN and FN head change the params)"
+    )
+    inputs_text = tree_diff.describe_arrays(abstract)
+    structure = (
+        None
+        if expected is None
+        else tree_diff.first_difference(expected, params, "state.params")
+    )
+    if structure is not None:
+        path, want, got = structure
+        return ValueError(
+            f"`state.params` does not fit the model: at `{path}` the "
+            f"model called on {source}, {inputs_text}, builds {want}, "
+            f"the state holds {got}{_fn_head_hint(want, got)}. Check "
+            f"{fix}. (Flax: {error})"
+        )
+    shape = (
+        None if expected is None else _first_shape_difference(expected, params)
+    )
+    detail = (
+        f"Flax: {error}"
+        if shape is None
+        else f"the model builds `{shape[0]}` with shape {shape[1]}, the "
+        f"state holds {shape[2]}"
+    )
+    return ValueError(
+        f"The model's params do not fit {source}, {inputs_text}: "
+        f"{detail}. Check {fix}."
+    )
+
+
+def _fn_head_hint(want: str, got: str) -> str:
+    """Says which side holds LessBN's FN head (its ``multiplier`` param),
+    from `tree_diff` descriptions of the params that differ."""
+    head = ("'multiplier'", "'log_multiplier'")
+    in_want = any(name in want for name in head)
+    in_got = any(name in got for name in head)
+    if in_got and not in_want:
+        return (
+            ": the state holds LessBN's FN head there (a step built with "
+            "`less_bn.fn_flag` True), and this step's model has none"
+        )
+    if in_want and not in_got:
+        return (
+            ": this step's model has LessBN's FN head there "
+            "(`less_bn.fn_flag` True), and the state was built without it"
+        )
+    return ""
+
+
+def _first_shape_difference(expected, given) -> tuple[str, str, str] | None:
+    """``(path, expected shape, given shape)`` of the first leaf whose shape
+    differs, for trees of the same structure."""
+    pairs = zip(
+        jax.tree_util.tree_leaves_with_path(expected),
+        jax.tree.leaves(given),
+        strict=True,
+    )
+    for (path, want), got in pairs:
+        if tuple(np.shape(want)) != tuple(np.shape(got)):
+            where = "state.params" + jax.tree_util.keystr(path)
+            return where, str(tuple(np.shape(want))), str(np.shape(got))
+    return None

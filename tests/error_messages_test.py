@@ -1,0 +1,231 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Mistakes a new user makes get boostax's error, naming what to fix.
+
+Each case used to fail inside NumPy, Flax or Optax (a broadcast error, a
+pytree structure error, ``ScopeParamShapeError``, "needs PRNG for
+'noise'", a ``MemoryError``) or with an ``AttributeError``. Now each raises
+``TypeError``/``ValueError`` naming the argument, what it must be and what
+was given. The step errors surface when the step is traced: the tests trace
+(``ts.trace``) and never compile.
+"""
+
+import os
+import tempfile
+
+import jax
+import numpy as np
+import optax
+from absl.testing import absltest
+from flax import linen as nn
+
+import boostax
+from boostax.examples import models
+
+SGD = optax.sgd(0.1)
+CE = models.cross_entropy
+X = np.zeros((4, 8), np.float32)  # MLP inputs
+Y = np.zeros(4, np.int32)
+IMAGES = np.zeros((4, 8, 8, 3), np.float32)  # ResNet inputs
+LESS_BN = {"boost": {"mode": "manual", "less_bn": True}}
+
+
+def _mlp_step(**kwargs):
+    model = models.MLP(features=(8,))
+    step = boostax.make_train_step(SGD, model=model, loss=CE, **kwargs)
+    return step, model.init(jax.random.PRNGKey(0), X)
+
+
+def _resnet():
+    return models.ResNet(stage_sizes=(1,), widths=(4,))
+
+
+class Noisy(nn.Module):
+    """Draws from an RNG stream named 'noise' in training."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = x + jax.random.normal(self.make_rng("noise"), x.shape)
+        return nn.Dense(10)(x)
+
+
+class SampleInputsTest(absltest.TestCase):
+    def test_wrong_rank_names_sample_inputs(self):
+        # Was NumPy's "operands could not be broadcast together" from Flax.
+        with self.assertRaisesRegex(
+            ValueError,
+            r"Tracing the model on `sample_inputs` failed: `sample_inputs` "
+            r"must be one batch of the inputs .* got float32\[4, 64\]\. The "
+            r"model raised",
+        ):
+            boostax.auto_boost(
+                "O1",
+                LESS_BN,
+                optimizer=SGD,
+                model=_resnet(),
+                loss=CE,
+                sample_inputs=np.zeros((4, 64), np.float32),
+            )
+
+
+class NoStateTest(absltest.TestCase):
+    def test_none_is_refused_naming_state(self):
+        # predict and variables raised AttributeError ('NoneType' object has
+        # no attribute 'params').
+        step, _ = _mlp_step()
+        message = r"^`state` must be the boostax\.TrainState .* got NoneType"
+        calls = {
+            "predict": lambda: step.predict(None, X),
+            "variables": lambda: step.variables(None),
+            "at_depth": lambda: step.at_depth(None)(None, (X, Y)),
+            "call": lambda: step(None, (X, Y)),
+            "trace": lambda: step.trace(None, (X, Y)),
+        }
+        for name, call in calls.items():
+            with self.subTest(name), self.assertRaisesRegex(TypeError, message):
+                call()
+
+
+class WeightDecayMaskTest(absltest.TestCase):
+    def test_wrong_structure_names_the_mask(self):
+        # Was a bare "pytree structure error: different numbers of pytree
+        # children" from jax.tree.map inside Optax.
+        model = models.MLP(features=(8,))
+        step = boostax.auto_boost(
+            optimizer=SGD,
+            model=model,
+            loss=CE,
+            weight_decay=1e-4,
+            weight_decay_mask={"Dense_0": {"kernel": True, "bias": False}},
+        )
+        variables = model.init(jax.random.PRNGKey(0), X)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`weight_decay_mask` must have the params' structure .* it is "
+            r"\{'Dense_0': \{'bias': \*, 'kernel': \*\}\} for params "
+            r"\{'Dense_0': .*, 'Dense_1': .*\}",
+        ):
+            step.init(variables)  # Optax's masked init reads the mask
+
+
+class ModelCallTest(absltest.TestCase):
+    def test_swapped_batch_keys_name_batch_keys(self):
+        # Was Flax's ScopeParamShapeError.
+        step, variables = _mlp_step(batch_keys=("label", "image"))
+        state = step.init(variables)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"The model's params do not fit the batch's inputs \(its 'label' "
+            r"entry, `batch_keys`=\('label', 'image'\)\), int32\[4\]: the "
+            r"model builds `state\.params\['Dense_0'\]\['kernel'\]` with "
+            r"shape \(1, 8\), the state holds \(8, 8\)\. Check that "
+            r"`batch_keys` is \(inputs key, targets key\) in that order",
+        ):
+            step.trace(state, {"image": X, "label": Y})
+
+    def test_missing_rng_stream_names_rng_collections(self):
+        # Was Flax's InvalidRngError: 'None needs PRNG for "noise"'.
+        model = Noisy()
+        step = boostax.make_train_step(SGD, model=model, loss=CE)
+        keys = {"params": jax.random.PRNGKey(0), "noise": jax.random.key(1)}
+        state = step.init(model.init(keys, X))
+        with self.assertRaisesRegex(
+            ValueError,
+            r"draws from the RNG stream 'noise', which `rng_collections` "
+            r"\(\('dropout',\)\) does not name: pass "
+            r"`rng_collections=\('dropout', 'noise'\)`",
+        ):
+            step.trace(state, (X, Y))
+
+    def test_fn_head_state_in_a_step_without_it_names_the_head(self):
+        # Was Flax's ScopeParamNotFoundError.
+        model = _resnet()
+        variables = model.init(jax.random.PRNGKey(0), IMAGES)
+
+        def step(fn_flag):
+            config = {**LESS_BN, "less_bn": {"fn_flag": fn_flag}}
+            return boostax.auto_boost(
+                "O1",
+                config,
+                optimizer=SGD,
+                model=model,
+                loss=CE,
+                sample_inputs=IMAGES,
+            )
+
+        state = step(True).init(variables)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`state\.params` does not fit the model: at "
+            r"`state\.params\['Dense_0'\]` .* builds \{'bias': \*, 'kernel': "
+            r"\*\}, the state holds \{'kernel': \*, 'multiplier': \*\}: the "
+            r"state holds LessBN's FN head there \(a step built with "
+            r"`less_bn.fn_flag` True\)",
+        ):
+            step(False).trace(state, (IMAGES, Y))
+
+
+class TotalStepsTest(absltest.TestCase):
+    def test_a_sequence_too_long_to_compute_is_refused(self):
+        # recipe(10**12) was accepted, then the freeze sequence asked for
+        # 7.35 TiB (MemoryError).
+        bound = r"\[1, 16777216\] \(the freeze sequence holds one int32 per "
+        with self.assertRaisesRegex(ValueError, r"^`total_steps` .*" + bound):
+            boostax.recipe(10**12)
+        with self.assertRaisesRegex(TypeError, "^`total_steps` must be an int"):
+            boostax.recipe("1000")
+        with self.assertRaisesRegex(
+            ValueError, r"^`grad_freeze\.total_steps` must be in " + bound
+        ):
+            boostax.BoostConfig.from_dict(
+                {"grad_freeze": {"total_steps": 2**24 + 1}}, level="O1"
+            )
+        with self.assertRaisesRegex(ValueError, r"^`total_steps` .*" + bound):
+            boostax.generate_freeze_index_sequence(4, 2, 0.5, 10**12)
+        self.assertEqual(
+            boostax.recipe(2**24)["grad_freeze"]["total_steps"], 2**24
+        )
+
+
+class PCAFileShapeTest(absltest.TestCase):
+    def test_a_file_one_column_short_names_the_expected_shape(self):
+        # Was "must have orthonormal rows": the rows of an orthonormal P
+        # with a column dropped are not orthonormal any more.
+        model = models.MLP(features=(2,), num_classes=2)
+        n = 8 * 2 + 2 + 2 * 2 + 2  # the MLP's parameters
+        q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(n, 3)))
+        path = os.path.join(tempfile.mkdtemp(), "pca.npy")
+        boostax.save_pca_matrix(path, q.T[:, :-1].astype(np.float32))
+        config = {
+            "boost": {"mode": "manual", "dim_reduce": True},
+            "dim_reduce": {"n_components": 3, "pca_mat_path": path},
+        }
+        with self.assertRaisesRegex(
+            ValueError,
+            rf"pca\.npy' has shape \(3, {n - 1}\), expected \(3, {n}\) "
+            r"\(n_components, number of parameters\)",
+        ):
+            boostax.auto_boost(
+                "O0",
+                config,
+                optimizer=SGD,
+                model=model,
+                loss=CE,
+                sample_inputs=X,
+            )
+        with self.assertRaisesRegex(
+            ValueError, rf"`pca_matrix` has shape \(3, {n - 1}\), expected"
+        ):
+            boostax.auto_boost(
+                "O0",
+                config,
+                optimizer=SGD,
+                model=model,
+                loss=CE,
+                sample_inputs=X,
+                pca_matrix=q.T[:, :-1],
+            )
+
+
+if __name__ == "__main__":
+    absltest.main()
