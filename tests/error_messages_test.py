@@ -85,6 +85,49 @@ class NoStateTest(absltest.TestCase):
             with self.subTest(name), self.assertRaisesRegex(TypeError, message):
                 call()
 
+    def test_none_after_a_step_whose_result_was_dropped(self):
+        # The step remembers the state it returned by weak reference; once
+        # that state is gone the reference gives None, which passed for the
+        # step's own state (AttributeError: 'NoneType' has no 'params').
+        step, variables = _mlp_step()
+        step(step.init(variables), (X, Y))  # the new state is dropped
+        with self.assertRaisesRegex(TypeError, "^`state` must be the"):
+            step(None, (X, Y))
+
+
+class BatchAndCountersTest(absltest.TestCase):
+    def test_a_batch_without_a_batch_dimension_is_refused(self):
+        # A scalar input failed in the model ("axis 1 is out of bounds"), an
+        # empty one in Flax's initializer (ZeroDivisionError).
+        step, variables = _mlp_step()
+        state = step.init(variables)
+        for inputs, seen in (
+            (0, r"inputs is a scalar, got int \(0\)"),
+            (np.zeros((4, 0)), r"inputs has shape \(4, 0\), which holds no"),
+        ):
+            with (
+                self.subTest(seen),
+                self.assertRaisesRegex(
+                    ValueError,
+                    r"^The batch must be \(inputs, targets\) arrays whose "
+                    r"first dimension is the batch size \(>= 1\): " + seen,
+                ),
+            ):
+                step(state, (inputs, Y))
+
+    def test_a_state_with_a_bad_rng_or_step_is_refused(self):
+        # Was JAX's "invalid PRNG key data" from inside the step.
+        step, variables = _mlp_step()
+        state = step.init(variables)
+        with self.assertRaisesRegex(
+            ValueError, r"^`state\.rng` must be a JAX PRNG key .* float32\[2\]"
+        ):
+            step(state.replace(rng=np.zeros(2, np.float32)), (X, Y))
+        with self.assertRaisesRegex(
+            ValueError, r"^`state\.step` must be an int32 scalar .* float32\[\]"
+        ):
+            step(state.replace(step=np.float32(3)), (X, Y))
+
 
 class WeightDecayMaskTest(absltest.TestCase):
     def test_wrong_structure_names_the_mask(self):

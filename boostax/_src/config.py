@@ -680,7 +680,7 @@ def boost_config(
                 f"`level` is {level!r}; pass the same level or a dict."
             )
         return config
-    if config is None or config == "":
+    if config is None or (isinstance(config, str) and config == ""):
         return BoostConfig(level=level)
     if isinstance(config, (str, os.PathLike)):
         return BoostConfig.from_json(config, level=level)

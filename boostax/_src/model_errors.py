@@ -1,6 +1,10 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Flax's errors of a Linen model's call in the step, said in boostax's terms.
+"""A model's batch and call in the step: errors said in boostax's terms.
+
+`check_batch_arrays` refuses, before tracing, a batch whose inputs or
+targets are not arrays with a batch dimension (a scalar, a string, an empty
+batch), which would otherwise fail inside JAX or the loss.
 
 A step traces ``module.apply`` on the batch's inputs with the state's
 params. Flax's own errors there (``InvalidRngError``: "needs PRNG for
@@ -21,7 +25,36 @@ import flax.errors
 import jax
 import numpy as np
 
-from boostax._src import tree_diff
+from boostax._src import tree_diff, validation
+
+
+def check_batch_arrays(inputs, targets) -> None:
+    """Raises unless every leaf of a model batch has a batch dimension.
+
+    Only shapes are read (no device transfer).
+
+    Raises:
+      ValueError: a leaf of `inputs` or `targets` is a scalar (a number, a
+        string, an object) or holds no values (a 0 in its shape), or the
+        inputs hold no array; the message names the entry.
+    """
+    problem = None
+    for name, tree in (("inputs", inputs), ("targets", targets)):
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+            shape = np.shape(leaf)
+            if not shape:
+                where = name + jax.tree_util.keystr(path)
+                problem = f"{where} is a scalar, {validation.got(leaf)}"
+            elif 0 in shape and problem is None:
+                where = name + jax.tree_util.keystr(path)
+                problem = f"{where} has shape {shape}, which holds no values"
+    if problem is None and not jax.tree.leaves(inputs):
+        problem = f"the inputs hold no array, {validation.got(inputs)}"
+    if problem is not None:
+        raise ValueError(
+            "The batch must be (inputs, targets) arrays whose first "
+            f"dimension is the batch size (>= 1): {problem}."
+        )
 
 
 @contextlib.contextmanager

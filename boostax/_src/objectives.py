@@ -298,7 +298,8 @@ def check_batch_sizes(batch) -> None:
     inputs, targets = inputs_and_targets(batch)
     entries = _leading_sizes("inputs", inputs)
     target_entries = _leading_sizes("targets", targets)
-    if not entries or all(n == entries[0][1] for _, n in target_entries):
+    model_errors.check_batch_arrays(inputs, targets)
+    if all(n == entries[0][1] for _, n in target_entries):
         return
     listed = ", ".join(f"{e}: {n}" for e, n in entries + target_entries)
     raise ValueError(

@@ -362,8 +362,13 @@ class TrainStep:
         return self.data_parallel.shard_batch(batch)
 
     def _is_own(self, state) -> bool:
-        """Whether `state` is the one this step last returned."""
-        return self._last is not None and self._last[0]() is state
+        """Whether `state` is the one this step last returned (a dead weak
+        reference gives None, which must not pass for it)."""
+        return (
+            self._last is not None
+            and state is not None
+            and self._last[0]() is state
+        )
 
     def _checked_position(self, state) -> int | None:
         """`state`'s freeze position; a state this step did not just return
