@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 import flax.errors
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from boostax._src import tree_diff, validation
@@ -38,23 +39,32 @@ def check_batch_arrays(inputs, targets) -> None:
         string, an object) or holds no values (a 0 in its shape), or the
         inputs hold no array; the message names the entry.
     """
-    problem = None
-    for name, tree in (("inputs", inputs), ("targets", targets)):
-        for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
-            shape = np.shape(leaf)
-            if not shape:
-                where = name + jax.tree_util.keystr(path)
-                problem = f"{where} is a scalar, {validation.got(leaf)}"
-            elif 0 in shape and problem is None:
-                where = name + jax.tree_util.keystr(path)
-                problem = f"{where} has shape {shape}, which holds no values"
-    if problem is None and not jax.tree.leaves(inputs):
+    input_leaves = jax.tree.leaves(inputs)
+    leaves = input_leaves + jax.tree.leaves(targets)
+    if input_leaves and all(np.size(x) and np.ndim(x) for x in leaves):
+        return  # the common case, on every call: no names built
+    problem = next(_leaf_problems(inputs, targets), None)
+    if problem is None and not input_leaves:
         problem = f"the inputs hold no array, {validation.got(inputs)}"
     if problem is not None:
         raise ValueError(
             "The batch must be (inputs, targets) arrays whose first "
             f"dimension is the batch size (>= 1): {problem}."
         )
+
+
+def _leaf_problems(inputs, targets) -> Iterator[str]:
+    """What is wrong with each leaf of a batch without a batch dimension."""
+    for name, tree in (("inputs", inputs), ("targets", targets)):
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+            shape = np.shape(leaf)
+            if shape and 0 not in shape:
+                continue
+            where = name + jax.tree_util.keystr(path)
+            if not shape:
+                yield f"{where} is a scalar, {validation.got(leaf)}"
+            else:
+                yield f"{where} has shape {shape}, which holds no values"
 
 
 @contextlib.contextmanager
@@ -73,7 +83,6 @@ def explained(objective, params, inputs, *, train: bool) -> Iterator[None]:
       inputs: the inputs it is applied to.
       train: whether the call is the training one (else `predict`'s).
     """
-    kwargs = objective.train_kwargs if train else objective.eval_kwargs
     try:
         yield
     except flax.errors.InvalidRngError as e:
@@ -91,14 +100,16 @@ def explained(objective, params, inputs, *, train: bool) -> Iterator[None]:
         flax.errors.ScopeParamShapeError,
         flax.errors.ScopeParamNotFoundError,
     ) as e:
-        raise _params_error(objective, params, inputs, kwargs, e) from e
+        raise _params_error(objective, params, inputs, train, e) from e
 
 
-def _params_error(objective, params, inputs, kwargs, error) -> ValueError:
+def _params_error(objective, params, inputs, train, error) -> ValueError:
     """Where `params` differ from those the model builds for `inputs`."""
     abstract = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), inputs
+        lambda x: jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x)),
+        inputs,
     )
+    kwargs = objective.train_kwargs if train else objective.eval_kwargs
     streams = ("params", *objective.rng_collections)
     key = jax.random.PRNGKey(0)
     try:
@@ -110,15 +121,7 @@ def _params_error(objective, params, inputs, kwargs, error) -> ValueError:
         )["params"]
     except Exception:  # noqa: BLE001  (then Flax's own words only)
         expected = None
-    if objective.batch_keys is None:
-        source = "the batch's inputs (the first of its (inputs, targets))"
-        fix = "that batches are (inputs, targets) in that order"
-    else:
-        source = (
-            f"the batch's inputs (its {objective.batch_keys[0]!r} entry, "
-            f"`batch_keys`={objective.batch_keys!r})"
-        )
-        fix = "that `batch_keys` is (inputs key, targets key) in that order"
+    source, fix = _inputs_source(objective.batch_keys, train)
     fix += (
         ", and that the state was built by this step's `init` for this "
         "model (not for another model, or another level or "
@@ -150,6 +153,22 @@ def _params_error(objective, params, inputs, kwargs, error) -> ValueError:
     return ValueError(
         f"The model's params do not fit {source}, {inputs_text}: "
         f"{detail}. Check {fix}."
+    )
+
+
+def _inputs_source(batch_keys, train: bool) -> tuple[str, str]:
+    """Where the inputs came from, and what to check about that."""
+    if not train:
+        return "the inputs given to `predict`", "the inputs' shape"
+    if batch_keys is None:
+        return (
+            "the batch's inputs (the first of its (inputs, targets))",
+            "that batches are (inputs, targets) in that order",
+        )
+    return (
+        f"the batch's inputs (its {batch_keys[0]!r} entry, "
+        f"`batch_keys`={batch_keys!r})",
+        "that `batch_keys` is (inputs key, targets key) in that order",
     )
 
 
