@@ -143,6 +143,18 @@ class FuzzTest(absltest.TestCase):
         )
 
     @FUZZ
+    @given(value=st.one_of(WRONG, _arrays()))
+    def test_auto_boost_traces_sample_inputs(self, value):
+        # O1 traces the model on them (LessBN, the freezing groups).
+        self.assert_boostax_error(
+            lambda: boostax.auto_boost(
+                "O1", optimizer=SGD, model=MODEL, loss=CE, sample_inputs=value
+            ),
+            "sample_inputs",
+            value,
+        )
+
+    @FUZZ
     @given(
         argument=st.sampled_from(
             [
