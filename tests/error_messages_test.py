@@ -80,6 +80,7 @@ class NoStateTest(absltest.TestCase):
             "at_depth": lambda: step.at_depth(None)(None, (X, Y)),
             "call": lambda: step(None, (X, Y)),
             "trace": lambda: step.trace(None, (X, Y)),
+            "step_bytes": lambda: boostax.step_bytes(step, None, (X, Y)),
         }
         for name, call in calls.items():
             with self.subTest(name), self.assertRaisesRegex(TypeError, message):
