@@ -10,6 +10,7 @@ was given. The step errors surface when the step is traced: the tests trace
 (``ts.trace``) and never compile.
 """
 
+import functools
 import os
 import tempfile
 
@@ -244,31 +245,25 @@ class PCAFileShapeTest(absltest.TestCase):
             "boost": {"mode": "manual", "dim_reduce": True},
             "dim_reduce": {"n_components": 3, "pca_mat_path": path},
         }
+        boost = functools.partial(
+            boostax.auto_boost,
+            "O0",
+            config,
+            optimizer=SGD,
+            model=model,
+            loss=CE,
+            sample_inputs=X,
+        )
         with self.assertRaisesRegex(
             ValueError,
             rf"pca\.npy' has shape \(3, {n - 1}\), expected \(3, {n}\) "
             r"\(n_components, number of parameters\)",
         ):
-            boostax.auto_boost(
-                "O0",
-                config,
-                optimizer=SGD,
-                model=model,
-                loss=CE,
-                sample_inputs=X,
-            )
+            boost()
         with self.assertRaisesRegex(
             ValueError, rf"`pca_matrix` has shape \(3, {n - 1}\), expected"
         ):
-            boostax.auto_boost(
-                "O0",
-                config,
-                optimizer=SGD,
-                model=model,
-                loss=CE,
-                sample_inputs=X,
-                pca_matrix=q.T[:, :-1],
-            )
+            boost(pca_matrix=q.T[:, :-1])
 
 
 if __name__ == "__main__":
