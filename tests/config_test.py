@@ -205,7 +205,7 @@ class RoundTripTest(parameterized.TestCase):
         freeze_p=st.floats(0, 1),
         groups=st.lists(st.integers(0, 1000), max_size=4),
         rho=st.floats(0.01, 0.99),
-        steps=st.integers(1, 10**9),
+        steps=st.integers(1, 2**24),
     )
     def test_round_trip_property(
         self, level, switches, freeze_p, groups, rho, steps
@@ -411,7 +411,21 @@ class ErrorTest(parameterized.TestCase):
         ("freeze_p_high", "grad_freeze", "freeze_p", 1.5, r"in \[0, 1\]"),
         ("freeze_type", "grad_freeze", "freeze_type", 3, r"one of \[0, 1, 2\]"),
         ("param_groups", "grad_freeze", "param_groups", 0, ">= 1"),
-        ("total_steps", "grad_freeze", "total_steps", -5, ">= 1"),
+        (
+            "total_steps",
+            "grad_freeze",
+            "total_steps",
+            -5,
+            r"in \[1, 16777216\] \(.*\)",
+        ),
+        (
+            "total_steps_high",
+            "grad_freeze",
+            "total_steps",
+            10**12,
+            r"in \[1, 16777216\] \(the freeze sequence holds one int32 per "
+            r"step, computed before training\)",
+        ),
         ("n_components", "dim_reduce", "n_components", 0, ">= 1"),
         ("device_number", "common", "device_number", 0, ">= 1"),
         ("timeout", "dim_reduce", "timeout", -1, ">= 0"),

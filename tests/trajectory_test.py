@@ -432,12 +432,43 @@ class PCAMatrixFileTest(parameterized.TestCase):
             writer.join()
         np.testing.assert_array_equal(loaded, matrix)
 
-    def test_unreadable_file_times_out_naming_it(self):
+    def test_a_file_that_is_not_npy_fails_at_once(self):
+        # A writer writes the .npy magic string first: a file starting with
+        # other bytes, or longer than its header says, never completes.
         self._write(b"not a .npy file at all")
+        start = time.monotonic()
         with self.assertRaisesRegex(
-            pca_file.PCAMatrixTimeoutError,
-            r"Waited 0\.1 s .*pca\.npy' to be complete.*22 bytes whose \.npy "
-            r"header does not parse \(the magic string is not correct",
+            ValueError,
+            r"pca\.npy' is not a valid \.npy file and cannot become one: 22 "
+            r"bytes starting with b'not a ', not the \.npy magic string",
+        ):
+            pca_file.load_pca_matrix(self.path, timeout=30)
+        self.assertLess(time.monotonic() - start, 5)
+        self._write(self._npy_bytes(np.eye(4, 30, dtype=np.float32)) + b"xx")
+        with self.assertRaisesRegex(ValueError, r"610 bytes .* needs 608"):
+            pca_file.load_pca_matrix(self.path, timeout=30)
+
+    def test_truncated_file_fails_at_once_not_after_the_timeout(self):
+        # A writer killed mid-write leaves a file that never completes:
+        # unchanged for STALE_SECONDS, it is refused without waiting out
+        # MindSpore's 1800 s.
+        data = self._npy_bytes(np.eye(4, 30, dtype=np.float32))
+        self._write(data[:300])
+        old = time.time() - pca_file.STALE_SECONDS - 5
+        os.utime(self.path, (old, old))
+        start = time.monotonic()
+        with self.assertRaisesRegex(
+            ValueError,
+            r"cannot become one: 300 bytes where its header \(128 bytes: "
+            r"shape \(4, 30\), dtype float32\) needs 608, unchanged for "
+            r"6[0-9] s \(>= 60 s\): its writer stopped",
+        ):
+            pca_file.load_pca_matrix(self.path, timeout=1800)
+        self.assertLess(time.monotonic() - start, 5)
+        # One the writer is still writing (modified just now) is waited for.
+        self._write(data[:300])
+        with self.assertRaisesRegex(
+            pca_file.PCAMatrixTimeoutError, "stayed incomplete"
         ):
             pca_file.load_pca_matrix(self.path, timeout=0.1, poll_interval=0.02)
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 from jax.sharding import Mesh
 
 from boostax._src import accumulation as accumulation_lib
@@ -35,6 +36,7 @@ from boostax._src import objectives as objectives_lib
 from boostax._src import precision as precision_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src import trajectory as trajectory_lib
+from boostax._src import weight_decay as weight_decay_lib
 
 # Algorithms whose implementation has not landed yet. `auto_boost` refuses a
 # configuration that switches one on instead of silently training without it.
@@ -105,6 +107,7 @@ def dim_reduce_from_config(
     pca_matrix: Any,
     trajectory: Any,
     data_parallel: data_parallel_lib.DataParallel | None,
+    like: Any = None,
 ) -> optax.GradientTransformationExtraArgs:
     """DimReduce with the config's hyper-parameters and PCA matrix.
 
@@ -113,10 +116,22 @@ def dim_reduce_from_config(
     `Trajectory` or an array of snapshots) or of the checkpoints in
     ``weight_load_dir`` (saved to ``pca_mat_path``, or
     ``<weight_load_dir>/pca_mat_temp.npy``).
+
+    `like`, the trained params (or their shapes) when known before `init`,
+    gives the matrix's expected number of columns: its shape is checked
+    before its rows are (a matrix one column short is named by its shape,
+    not by rows that are no longer orthonormal).
     """
     section = config.dim_reduce
     if pca_matrix is not None:
         shape = np.shape(pca_matrix)
+        size = None if like is None else trajectory_lib.param_count(like)
+        if len(shape) == 2 and size is not None and shape[1] != size:
+            raise ValueError(
+                f"`pca_matrix` has shape {shape}, expected "
+                f"({section.n_components}, {size}): (n_components, number "
+                "of parameters of the model being trained)."
+            )
         if len(shape) != 2 or shape[0] != section.n_components:
             raise ValueError(
                 f"`pca_matrix` has shape {shape}, but `dim_reduce."
@@ -133,6 +148,7 @@ def dim_reduce_from_config(
             pca_mat_path=section.pca_mat_path,
             weight_load_dir=section.weight_load_dir,
             snapshots=trajectory,
+            like=like,
             timeout=section.timeout,
         )
     return dim_reduce_lib.dim_reduce(
@@ -143,6 +159,16 @@ def dim_reduce_from_config(
         sigma=section.sigma,
         axis_name=None if data_parallel is None else data_parallel.axes,
     )
+
+
+def _known_params(model: Any, sample_inputs: Any) -> Any:
+    """The params' shapes, where known before `init`: an NNX module's, or a
+    Linen module's traced on `sample_inputs`; else ``None``."""
+    if isinstance(model, nnx.Module) or (
+        model is not None and sample_inputs is not None
+    ):
+        return model_graph.param_shapes(model, sample_inputs)
+    return None
 
 
 def _check_pca_source(section: config_lib.DimReduceSection, trajectory):
@@ -167,47 +193,6 @@ def _check_pca_source(section: config_lib.DimReduceSection, trajectory):
             "snapshots) to auto_boost, or set `dim_reduce.pca_mat_path` to "
             "an existing .npy file or `dim_reduce.weight_load_dir` to a "
             "directory of params checkpoints (boostax.save_snapshot)."
-        )
-
-
-def decay_kernels(params: Any) -> Any:
-    """The default weight-decay mask: leaves with more than one dimension.
-
-    Kernels are decayed; biases, normalisation scales and offsets and the FN
-    head's multiplier are not (the Flax ImageNet example's ``x.ndim > 1``).
-    """
-    return jax.tree.map(lambda p: jnp.ndim(p) > 1, params)
-
-
-@dataclasses.dataclass(frozen=True)
-class WeightDecay:
-    """L2 weight decay added to the gradient before anything else sees it.
-
-    Attributes:
-      rate: the decay (``rate * params`` is added to the gradient); 0: none.
-      mask: which leaves are decayed (a bool pytree or a function of the
-        params); ``None``: `decay_kernels`.
-    """
-
-    rate: float = 0.0
-    mask: Any = None
-
-    def __post_init__(self):
-        if self.mask is None:
-            object.__setattr__(self, "mask", decay_kernels)
-        elif not callable(self.mask) and not jax.tree.leaves(self.mask):
-            raise TypeError(
-                "`weight_decay_mask` must be a pytree of bools like the "
-                "params or a function of the params returning one, "
-                f"{validation.got(self.mask)}."
-            )
-
-    def chain(self, optimizer: optax.GradientTransformation):
-        """`optimizer` preceded by the decay (unchanged if there is none)."""
-        if not self.rate:
-            return optimizer
-        return optax.chain(
-            optax.add_decayed_weights(self.rate, self.mask), optimizer
         )
 
 
@@ -266,7 +251,7 @@ def apply_less_bn(
     optimizer: optax.GradientTransformation,
     config: config_lib.BoostConfig,
     sample_inputs: Any,
-    decay: WeightDecay | None = None,
+    decay: weight_decay_lib.WeightDecay | None = None,
 ):
     """LessBN with the config's FN head and gradient centralization.
 
@@ -278,7 +263,7 @@ def apply_less_bn(
       `decay` (MindSpore's order), the function that converts the original
       model's variables, and the `LessBNReport`.
     """
-    decay = WeightDecay() if decay is None else decay
+    decay = weight_decay_lib.WeightDecay() if decay is None else decay
     if model is None:
         raise ValueError(
             "`less_bn` rewrites a Flax model's BatchNorms: pass `model=` "
@@ -659,7 +644,7 @@ def auto_boost(
         train_kwargs=train_kwargs,
         eval_kwargs=eval_kwargs,
     )
-    decay = WeightDecay(weight_decay, weight_decay_mask)
+    decay = weight_decay_lib.WeightDecay(weight_decay, weight_decay_mask)
     plain = train_step_lib.PlainRecipe(
         dict(
             optimizer=decay.chain(optimizer),
@@ -700,7 +685,11 @@ def auto_boost(
     if boost_config.is_enabled("dim_reduce"):
         # DimReduce is the optimizer (MindSpore: SGD(lr=1) applying its step).
         optimizer = dim_reduce_from_config(
-            boost_config, pca_matrix, trajectory, data_parallel
+            boost_config,
+            pca_matrix,
+            trajectory,
+            data_parallel,
+            _known_params(model, sample_inputs),
         )
     if data_parallel is not None and data_parallel.reduction == "adasum":
         # Inside the accumulation: AdaSum runs on real updates only.

@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from boostax._src import user_warnings, validation
+from boostax._src import freezing, user_warnings, validation
 
 #: The boost levels, as MindSpore names them: ``"O0"`` (no algorithm),
 #: ``"O1"`` (LessBN and gradient freezing), ``"O2"`` (O1 and AdaSum).
@@ -252,7 +252,15 @@ class GradFreezeSection(_Section):
     # FreezeOut, the earliest groups frozen first and for good).
     freeze_type: int = _key(1, "int", _one_of(0, 1, 2))
     freeze_p: float = _key(0.7, "float", _interval(0, 1))
-    total_steps: int = _key(65536, "int", _at_least(1))
+    total_steps: int = _key(
+        65536,
+        "int",
+        _Range(
+            f"in [1, {freezing.MAX_TOTAL_STEPS}] "
+            f"({freezing.TOTAL_STEPS_BOUND})",
+            lambda v: 1 <= v <= freezing.MAX_TOTAL_STEPS,
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -618,7 +626,9 @@ def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
         "grad_freeze": {"freeze_type": 2, "freeze_p": 0.7},
     }
     if total_steps is not None:
-        config["grad_freeze"]["total_steps"] = total_steps
+        config["grad_freeze"]["total_steps"] = freezing.check_total_steps(
+            "total_steps", total_steps
+        )
     return config
 
 
@@ -670,7 +680,7 @@ def boost_config(
                 f"`level` is {level!r}; pass the same level or a dict."
             )
         return config
-    if config is None or config == "":
+    if config is None or (isinstance(config, str) and config == ""):
         return BoostConfig(level=level)
     if isinstance(config, (str, os.PathLike)):
         return BoostConfig.from_json(config, level=level)

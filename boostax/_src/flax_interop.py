@@ -265,6 +265,12 @@ def from_flax_train_state(
         )
     if like is not None and rng is not None:
         raise ValueError("Pass `like=` or `rng=`, not both: `like` has a key.")
+    if like is not None and not isinstance(like, train_step_lib.TrainState):
+        raise TypeError(
+            "`like` must be None or a boostax.TrainState of `train_step` "
+            f"(e.g. the one converted by to_flax_train_state), "
+            f"{validation.got(like)}."
+        )
     collections = {
         f.name: getattr(flax_state, f.name)
         for f in dataclasses.fields(flax_state)

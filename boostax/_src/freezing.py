@@ -48,6 +48,27 @@ STRATEGY_NAMES = {
 
 Path = tuple[str, ...]
 
+# The longest run a freeze sequence is computed for. The sequence holds one
+# int32 per step and is computed before training: 64 MiB and about 3 s (the
+# interval strategy's loop) at this bound; `recipe(10**12)` would allocate
+# terabytes.
+MAX_TOTAL_STEPS = 2**24
+TOTAL_STEPS_BOUND = (
+    "the freeze sequence holds one int32 per step, computed before training"
+)
+
+
+def check_total_steps(name: str, value: Any) -> int:
+    """`value` as an int in [1, `MAX_TOTAL_STEPS`]; else raises, naming
+    `name` and the bound."""
+    total = validation.check_int(name, value, minimum=1)
+    if total > MAX_TOTAL_STEPS:
+        raise ValueError(
+            f"`{name}` must be an int in [1, {MAX_TOTAL_STEPS}] "
+            f"({TOTAL_STEPS_BOUND}), got {total}."
+        )
+    return total
+
 
 # ---------------------------------------------------------------------------
 # The freeze index sequence.
@@ -106,7 +127,7 @@ def generate_freeze_index_sequence(
     freeze_p = validation.check_number(
         "freeze_p", freeze_p, minimum=0, maximum=1
     )
-    total = validation.check_int("total_steps", total_steps, minimum=1)
+    total = check_total_steps("total_steps", total_steps)
     seed = validation.check_int("seed", seed, minimum=0)
     length = int(total * 1.01)
     if n <= 1 or freeze_p == 1:

@@ -27,6 +27,8 @@ from flax import linen as nn
 from flax import nnx
 from jax.extend import core as jex_core
 
+from boostax._src import tree_diff
+
 _SCOPE = "boostax_call_"
 _SCOPE_RE = re.compile(_SCOPE + r"(\d+)")
 
@@ -210,6 +212,28 @@ def _record_nnx_calls(model: nnx.Module, calls: list[ModuleCall]):
             setattr(cls, "__call__", original)  # noqa: B010
 
 
+@contextlib.contextmanager
+def _on_sample_inputs(inputs: Sequence[Any]) -> Iterator[None]:
+    """Re-raises a failure of the model's trace on `inputs`, naming them.
+
+    The model is traced on `sample_inputs` (LessBN, freezing groups): one
+    of the wrong rank or shape fails inside Flax or NumPy (a broadcast
+    error, a shape error) with no word of where the shapes came from.
+    """
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001  (any failure of the model's code)
+        shown = inputs[0] if len(inputs) == 1 else inputs
+        kind = TypeError if isinstance(e, TypeError) else ValueError
+        raise kind(
+            "Tracing the model on `sample_inputs` failed: `sample_inputs` "
+            "must be one batch of the inputs the model is called with in "
+            "training (batch dimension first; a tuple for several "
+            f"positional inputs), got {tree_diff.describe_arrays(shown)}. "
+            f"The model raised {type(e).__name__}: {e}"
+        ) from e
+
+
 def _abstract(tree):
     return jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(
@@ -227,11 +251,6 @@ def trace_linen(
     Returns the jaxpr, the calls, and how many of the jaxpr's inputs are
     variables (the rest are the model inputs).
     """
-    inputs = _abstract(tuple(inputs))
-    variables = jax.eval_shape(
-        lambda *x: module.init(jax.random.PRNGKey(0), *x, **apply_kwargs),
-        *inputs,
-    )
     calls: list[ModuleCall] = []
 
     def forward(variables, *x):
@@ -239,7 +258,13 @@ def trace_linen(
             # Mutable, so that training mode (batch statistics) traces too.
             return module.apply(variables, *x, mutable=True, **apply_kwargs)
 
-    jaxpr = jax.make_jaxpr(forward)(variables, *inputs)
+    with _on_sample_inputs(inputs):
+        inputs = _abstract(tuple(inputs))
+        variables = jax.eval_shape(
+            lambda *x: module.init(jax.random.PRNGKey(0), *x, **apply_kwargs),
+            *inputs,
+        )
+        jaxpr = jax.make_jaxpr(forward)(variables, *inputs)
     return jaxpr, calls, len(jax.tree.leaves(variables))
 
 
@@ -247,7 +272,6 @@ def trace_nnx(
     model: nnx.Module, inputs: Sequence[Any]
 ) -> tuple[jex_core.ClosedJaxpr, list[ModuleCall], int]:
     """Traces ``model(*inputs)`` (in eval mode, on a copy) recording calls."""
-    inputs = _abstract(tuple(inputs))
     graphdef, state = nnx.split(model)
     calls: list[ModuleCall] = []
 
@@ -257,7 +281,9 @@ def trace_nnx(
         with _record_nnx_calls(copy, calls):
             return copy(*x)
 
-    jaxpr = jax.make_jaxpr(forward)(state, *inputs)
+    with _on_sample_inputs(inputs):
+        inputs = _abstract(tuple(inputs))
+        jaxpr = jax.make_jaxpr(forward)(state, *inputs)
     return jaxpr, calls, len(jax.tree.leaves(state))
 
 
@@ -422,10 +448,13 @@ def param_shapes(model: Any, sample_inputs: Any) -> Any:
     if isinstance(model, nnx.Module):
         return nnx.state(model, nnx.Param)
     kwargs = linen_eval_kwargs(model)
-    variables = jax.eval_shape(
-        lambda *x: model.init(jax.random.PRNGKey(0), *x, **kwargs),
-        *_abstract(as_inputs(sample_inputs)),
-    )
+    inputs = as_inputs(sample_inputs)
+    with _on_sample_inputs(inputs):
+        inputs = _abstract(inputs)
+        variables = jax.eval_shape(
+            lambda *x: model.init(jax.random.PRNGKey(0), *x, **kwargs),
+            *inputs,
+        )
     return variables["params"]
 
 

@@ -46,8 +46,8 @@ import numpy as np
 from flax import linen as nn
 from flax import nnx
 
+from boostax._src import model_errors, validation
 from boostax._src import precision as precision_lib
-from boostax._src import validation
 from boostax._src.model_graph import accepts_train
 
 PyTree = Any
@@ -298,7 +298,8 @@ def check_batch_sizes(batch) -> None:
     inputs, targets = inputs_and_targets(batch)
     entries = _leading_sizes("inputs", inputs)
     target_entries = _leading_sizes("targets", targets)
-    if not entries or all(n == entries[0][1] for _, n in target_entries):
+    model_errors.check_batch_arrays(inputs, targets)
+    if all(n == entries[0][1] for _, n in target_entries):
         return
     listed = ", ".join(f"{e}: {n}" for e, n in entries + target_entries)
     raise ValueError(
@@ -432,12 +433,13 @@ class LinenObjective:
             name: jax.random.fold_in(rng, i)
             for i, name in enumerate(self.rng_collections)
         }
+        explained = model_errors.explained(self, params, inputs, train=True)
         policy = precision_lib.current()
         if policy is not None:
             params = policy.cast_parameters(params)
             inputs = policy.cast_inputs(inputs)
         variables = self.merge(params, model_state)
-        with _linen_step_attributes(policy):
+        with explained, _linen_step_attributes(policy):
             if model_state:
                 outputs, new_state = self.module.apply(
                     variables,
@@ -458,7 +460,8 @@ class LinenObjective:
         return value, (new_state, metrics)
 
     def predict(self, params, model_state, inputs):
-        with _linen_step_attributes():
+        explained = model_errors.explained(self, params, inputs, train=False)
+        with explained, _linen_step_attributes():
             return self.module.apply(
                 self.merge(params, model_state), inputs, **self.eval_kwargs
             )

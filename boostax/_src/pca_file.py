@@ -25,6 +25,16 @@ from numpy.lib import format as npy_format
 
 PathLike = str | os.PathLike
 
+# An incomplete file not modified for this long is truncated: its writer
+# stopped (killed, disk full). `load_pca_matrix` refuses it at once instead
+# of waiting out its timeout (MindSpore's 1800 s) for a file that cannot
+# complete. Writers (``np.save``, ``cp``) write a file in one go, so a live
+# one modifies it far more often.
+STALE_SECONDS = 60.0
+
+# Every .npy file starts with these bytes (numpy.lib.format).
+_NPY_MAGIC = npy_format.MAGIC_PREFIX
+
 
 class PCAMatrixTimeoutError(TimeoutError, RuntimeError):
     """The PCA matrix file did not appear in time.
@@ -154,11 +164,12 @@ def _npy_state(path: str) -> tuple[str, str]:
     Complete: its header parses (``numpy.lib.format``) and its size is the
     header's plus ``prod(shape) * itemsize``, as `np.save` writes it. A
     non-atomic writer (``np.save`` to the path, ``cp``) makes the file
-    appear before it is complete.
+    appear before it is complete; it writes the magic string first, so a
+    file starting with other bytes is not a ``.npy`` file and never will be.
 
     Returns:
-      ``("missing", why)``, ``("incomplete", what was seen)`` or
-      ``("ready", "")``.
+      ``("missing", why)``, ``("incomplete", what was seen)``,
+      ``("invalid", what was seen)`` or ``("ready", "")``.
 
     Raises:
       OSError: the file exists but cannot be opened (e.g. permissions);
@@ -172,6 +183,13 @@ def _npy_state(path: str) -> tuple[str, str]:
         return "missing", "a directory is at that path, not a file"
     with f:
         size = os.fstat(f.fileno()).st_size
+        start = f.read(len(_NPY_MAGIC))
+        if not _NPY_MAGIC.startswith(start):
+            return "invalid", (
+                f"{size} bytes starting with {start!r}, not the .npy magic "
+                f"string {_NPY_MAGIC!r}"
+            )
+        f.seek(0)
         try:
             version = npy_format.read_magic(f)
             if version == (1, 0):
@@ -188,12 +206,34 @@ def _npy_state(path: str) -> tuple[str, str]:
             return "ready", ""
         header = f.tell()
     expected = header + math.prod(shape) * dtype.itemsize
+    if size > expected:
+        return "invalid", (
+            f"{size} bytes where its header ({header} bytes: shape {shape}, "
+            f"dtype {dtype}) needs {expected}"
+        )
     if size != expected:
         return "incomplete", (
             f"{size} bytes where its header ({header} bytes: shape {shape}, "
             f"dtype {dtype}) needs {expected}"
         )
     return "ready", ""
+
+
+def _unchanged_for(path: str) -> float:
+    """Seconds since the file at `path` was last modified (0 if gone)."""
+    try:
+        return max(0.0, time.time() - os.stat(path).st_mtime)
+    except OSError:
+        return 0.0
+
+
+def _invalid_file_error(path: str, seen: str) -> ValueError:
+    return ValueError(
+        f"The PCA matrix {path!r} is not a valid .npy file and cannot become "
+        f"one: {seen}. Delete it so that boostax computes P again "
+        "(boostax.pca_matrix), or write it with boostax.save_pca_matrix "
+        "(atomic)."
+    )
 
 
 def _load_error(path: str, error: Exception) -> Exception:
@@ -236,7 +276,12 @@ def load_pca_matrix(
         `timeout` seconds; the message names the path and what was seen
         (the size against the size its header implies).
       ValueError: the complete file cannot be loaded as an array (e.g. it
-        holds Python objects); the message names the path.
+        holds Python objects); or, at once rather than after `timeout`,
+        the file cannot become a valid one: it does not start with the
+        ``.npy`` magic string, is longer than its header says, or is
+        incomplete and unchanged for `STALE_SECONDS` (a writer that
+        stopped left it truncated). The message names the path and what
+        was seen.
       OSError: the file cannot be read (e.g. permissions).
 
     Example:
@@ -261,6 +306,15 @@ def load_pca_matrix(
                 state, seen = _npy_state(path)
                 if state == "ready":
                     raise _load_error(path, e) from e
+        if state == "invalid":
+            raise _invalid_file_error(path, seen)
+        age = _unchanged_for(path) if state == "incomplete" else 0.0
+        if age >= STALE_SECONDS:
+            raise _invalid_file_error(
+                path,
+                f"{seen}, unchanged for {age:.0f} s (>= {STALE_SECONDS:g} s): "
+                "its writer stopped and left it truncated",
+            )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break

@@ -352,7 +352,7 @@ def precision_policy(
         operators is not built; ``"O2"`` is the closest).
       ValueError: for another level, or a dtype that does not fit it.
     """
-    if level == "O1":
+    if isinstance(level, str) and level == "O1":
         raise NotImplementedError(
             "amp level 'O1' (MindSpore's white list of float16 operators) "
             "is not built in boostax; 'O2' (every layer in half precision, "

@@ -242,6 +242,7 @@ class StepBuilder:
         """Raises if `state` is not a state of this step (see `TrainStep`)."""
         if not isinstance(state, TrainState):
             raise TypeError(step_checks.not_a_state_message(state))
+        step_checks.check_counters(state)
         plan = self.plan(state.params)
         expected = {
             "opt_state": jax.eval_shape(

@@ -270,6 +270,9 @@ def step_bytes(train_step, state, batch, depth=None) -> StepBytes:
     """
     if depth is None and train_step.freezing is not None:
         depth = 0
+    # First: `trace` checks the state (a wrong one is named, not an
+    # AttributeError inside the builder).
+    traced = train_step.trace(state, batch, depth)
     found: list[SavedActivations] = []
 
     def read(state, batch):
@@ -282,7 +285,6 @@ def step_bytes(train_step, state, batch, depth=None) -> StepBytes:
 
     jax.eval_shape(read, state, batch)
     (saved,) = found
-    traced = train_step.trace(state, batch, depth)
     sent, _ = collective_bytes(traced.lower().as_text(dialect="hlo"))
     return StepBytes(
         saved.bytes, saved.by_dtype, sent, compute_dtypes(traced.jaxpr)

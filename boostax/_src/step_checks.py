@@ -77,6 +77,41 @@ def check_rng(rng) -> jax.Array:
     return rng
 
 
+def _shape_and_dtype(x) -> tuple[tuple[int, ...], Any]:
+    """An array's (or ``ShapeDtypeStruct``'s, or number's) shape, dtype."""
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return tuple(x.shape), x.dtype
+    try:
+        return np.shape(x), np.result_type(x)
+    except (TypeError, ValueError):  # not numeric at all (a str, an object)
+        return np.shape(x), np.dtype(object)
+
+
+def check_counters(state) -> None:
+    """Refuses a `state.step` or `state.rng` the step cannot run with.
+
+    Raises:
+      ValueError: ``state.step`` is not an integer scalar, or
+        ``state.rng`` not a PRNG key (what `check_rng` accepts).
+    """
+    shape, dtype = _shape_and_dtype(state.step)
+    if shape != () or not jnp.issubdtype(dtype, jnp.integer):
+        raise ValueError(
+            "`state.step` must be an int32 scalar (the steps taken), got "
+            f"{dtype}{list(shape)}. {_REBUILD}"
+        )
+    shape, dtype = _shape_and_dtype(state.rng)
+    if not (
+        jnp.issubdtype(dtype, jax.dtypes.prng_key)
+        or (dtype == jnp.uint32 and shape == (2,))
+    ):
+        raise ValueError(
+            "`state.rng` must be a JAX PRNG key (uint32[2] from "
+            f"jax.random.PRNGKey, or a jax.random.key), got {dtype}"
+            f"{list(shape)}. {_REBUILD}"
+        )
+
+
 def check_freezing_accumulation(freezing, optimizer, opt_state) -> None:
     """Refuses gradient accumulation that freezing cannot keep aligned.
 

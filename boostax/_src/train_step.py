@@ -27,7 +27,7 @@ from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import step_builder as step_builder_lib
-from boostax._src import user_warnings, validation
+from boostax._src import step_checks, user_warnings, validation
 from boostax._src.step_builder import StepPlan, check_skip_options
 from boostax._src.train_state import AlgorithmStates, TrainState
 
@@ -357,7 +357,8 @@ class TrainStep:
         # not return; a batch of a structure, shapes or dtypes not seen
         # before, at trace time) is not checked again here.
         last = self._last
-        if last is not None and last[0]() is state:
+        # (A dead weak reference gives None, which must not pass for it.)
+        if last is not None and last[0]() is state and state is not None:
             position = last[1]
         else:
             position = self._checked_position(state)
@@ -401,6 +402,7 @@ class TrainStep:
             )
 
         def step(state, batch):
+            _require_state(state)
             return self._run(depth, state, self._batch(batch))
 
         return step
@@ -465,8 +467,13 @@ class TrainStep:
             raise
 
     def _is_own(self, state) -> bool:
-        """Whether `state` is the one this step last returned."""
-        return self._last is not None and self._last[0]() is state
+        """Whether `state` is the one this step last returned (a dead weak
+        reference gives None, which must not pass for it)."""
+        return (
+            self._last is not None
+            and state is not None
+            and self._last[0]() is state
+        )
 
     def _checked_position(self, state) -> int | None:
         """`state`'s freeze position; a state this step did not just return
@@ -576,10 +583,12 @@ class TrainStep:
 
     def predict(self, state: TrainState, inputs):
         """The model's outputs on `inputs` in evaluation mode."""
+        _require_state(state)
         return self._predict(state.params, state.model_state, inputs)
 
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""
+        _require_state(state)
         return self.objective.merge(state.params, state.model_state)
 
 
@@ -600,6 +609,14 @@ def _check_not_deleted(state) -> None:
             "returned, or build the step with `donate_state=False` to keep "
             "every state valid."
         )
+
+
+def _require_state(state: Any) -> None:
+    """Raises ``TypeError`` unless `state` is a `TrainState` (a check as
+    cheap as an attribute read, for the calls that run `check_state`'s
+    full comparison on no state)."""
+    if not isinstance(state, TrainState):
+        raise TypeError(step_checks.not_a_state_message(state))
 
 
 def make_train_step(

@@ -55,7 +55,7 @@ def has_pca_source(pca_mat_path, weight_load_dir, snapshots) -> bool:
     )
 
 
-def _like_size(like) -> int:
+def param_count(like) -> int:
     """The number of parameters of `like` (arrays or shape structs)."""
     return sum(math.prod(np.shape(x)) for x in jax.tree.leaves(like))
 
@@ -157,7 +157,7 @@ def pca_matrix(
             raise ValueError(
                 f"`pca_mat_path` must name a .npy file, got {pca_mat_path!r}."
             )
-    size = None if like is None else _like_size(like)
+    size = None if like is None else param_count(like)
     if snapshots is not None:
         snapshots = as_snapshots(snapshots)
         if size is None:

@@ -64,6 +64,22 @@ def describe(tree: Any, limit: int = MAX_DESCRIPTION) -> str:
     return described
 
 
+def describe_arrays(tree: Any, limit: int = MAX_DESCRIPTION) -> str:
+    """The dtype and shape of each leaf (``['image']: float32[4, 8]``)."""
+
+    def text(path, leaf) -> str:
+        dtype = getattr(leaf, "dtype", type(leaf).__name__)
+        shape = list(getattr(leaf, "shape", ()))
+        prefix = f"{jax.tree_util.keystr(path)}: " if path else ""
+        return f"{prefix}{dtype}{shape}"
+
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    described = ", ".join(text(path, leaf) for path, leaf in leaves)
+    if len(described) > limit:
+        described = described[: limit - 3] + "..."
+    return described or describe(tree, limit)
+
+
 def first_difference(
     expected: Any, got: Any, path: str = ""
 ) -> tuple[str, str, str] | None:
