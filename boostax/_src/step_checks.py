@@ -18,6 +18,7 @@ import numpy as np
 
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import tree_diff, tree_utils
+from boostax._src.train_state import TrainState
 
 _REBUILD = (
     "Build the state with this step's `init` (`state = ts.init(variables)`), "
@@ -337,3 +338,30 @@ def check_precision(precision, data_parallel) -> None:
             " and norms run in float32. Use reduction='mean' or "
             "reduce_dtype='float32'."
         )
+
+
+def check_not_deleted(state) -> None:
+    """Raises if `state` was donated to an earlier call (its arrays are
+    deleted): JAX's own error would not say why."""
+    deleted = [
+        jax.tree_util.keystr(path)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(state)
+        if isinstance(leaf, jax.Array) and leaf.is_deleted()
+    ]
+    if deleted:
+        raise ValueError(
+            f"The state's arrays are deleted ({', '.join(deleted[:3])}"
+            f"{', ...' if len(deleted) > 3 else ''}): it was donated to an "
+            "earlier call of a step with `donate_state=True`, which reuses "
+            "the memory of the state it is given. Pass the state that call "
+            "returned, or build the step with `donate_state=False` to keep "
+            "every state valid."
+        )
+
+
+def require_state(state: Any) -> None:
+    """Raises ``TypeError`` unless `state` is a `TrainState` (a check as
+    cheap as an attribute read, for the calls that run `check_state`'s
+    full comparison on no state)."""
+    if not isinstance(state, TrainState):
+        raise TypeError(not_a_state_message(state))

@@ -402,7 +402,7 @@ class TrainStep:
             )
 
         def step(state, batch):
-            _require_state(state)
+            step_checks.require_state(state)
             return self._run(depth, state, self._batch(batch))
 
         return step
@@ -481,7 +481,7 @@ class TrainStep:
         if self._is_own(state):
             return self._last[1]
         self.check_state(state)
-        _check_not_deleted(state)
+        step_checks.check_not_deleted(state)
         if self.freezing is None:
             return None
         return int(state.algorithms.freeze.position)
@@ -583,40 +583,13 @@ class TrainStep:
 
     def predict(self, state: TrainState, inputs):
         """The model's outputs on `inputs` in evaluation mode."""
-        _require_state(state)
+        step_checks.require_state(state)
         return self._predict(state.params, state.model_state, inputs)
 
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""
-        _require_state(state)
+        step_checks.require_state(state)
         return self.objective.merge(state.params, state.model_state)
-
-
-def _check_not_deleted(state) -> None:
-    """Raises if `state` was donated to an earlier call (its arrays are
-    deleted): JAX's own error would not say why."""
-    deleted = [
-        jax.tree_util.keystr(path)
-        for path, leaf in jax.tree_util.tree_leaves_with_path(state)
-        if isinstance(leaf, jax.Array) and leaf.is_deleted()
-    ]
-    if deleted:
-        raise ValueError(
-            f"The state's arrays are deleted ({', '.join(deleted[:3])}"
-            f"{', ...' if len(deleted) > 3 else ''}): it was donated to an "
-            "earlier call of a step with `donate_state=True`, which reuses "
-            "the memory of the state it is given. Pass the state that call "
-            "returned, or build the step with `donate_state=False` to keep "
-            "every state valid."
-        )
-
-
-def _require_state(state: Any) -> None:
-    """Raises ``TypeError`` unless `state` is a `TrainState` (a check as
-    cheap as an attribute read, for the calls that run `check_state`'s
-    full comparison on no state)."""
-    if not isinstance(state, TrainState):
-        raise TypeError(step_checks.not_a_state_message(state))
 
 
 def make_train_step(
