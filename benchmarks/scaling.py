@@ -86,14 +86,22 @@ def _describe(model, shape) -> str:
 
 
 def _variables(model, shape):
-    """Zero variables of the model's shapes: the bytes do not depend on the
-    values, and tracing is cheaper than compiling the init."""
+    """Variables of the model's shapes, as fresh as an init's (zeros, and
+    BatchNorm scales and variances one): the bytes do not depend on the
+    values, and tracing is cheaper than compiling the init. (Trained-looking
+    BatchNorms would be folded by LessBN, and an FN head over them refused.)
+    """
     abstract = jax.eval_shape(
         lambda: model.init(
             jax.random.PRNGKey(0), np.zeros((1, *shape), np.float32)
         )
     )
-    return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract)
+
+    def fresh(path, s):
+        one = jax.tree_util.keystr(path[-1:]) in ("['scale']", "['var']")
+        return (np.ones if one else np.zeros)(s.shape, s.dtype)
+
+    return jax.tree_util.tree_map_with_path(fresh, abstract)
 
 
 def _nbytes(tree) -> int:

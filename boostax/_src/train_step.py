@@ -163,8 +163,6 @@ class TrainStep:
       data_parallel: the `DataParallel` plan, or ``None``.
       trace_count: how many times a step has been traced (once per freeze
         depth used, for fixed shapes).
-      donate_state: whether a call donates (deletes) the state it is
-        given to reuse its memory.
       background_compile: whether the first call with freezing starts
         compiling every depth of the sequence in background threads.
       compile_seconds: ``{depth: seconds}`` spent tracing and compiling
@@ -178,8 +176,9 @@ class TrainStep:
         `auto_boost`'s `sample_inputs`, or ``None``: with them,
         `from_flax_train_state` checks the path and shape of every
         variable against the model's.
-      donate_state: whether the step donates the buffers of the state it
-        is given (`init` then copies the variables it is given).
+      donate_state: whether a call donates (deletes) the state it is
+        given to reuse its memory (`init` then copies the variables it is
+        given, which stay valid).
       skip_nonfinite: without loss scaling, whether a step with non-finite
         gradients is skipped (loss scaling always skips them).
       max_consecutive_skips: skipped steps in a row that trigger the
@@ -224,7 +223,6 @@ class TrainStep:
             self._checked_step_function, donate_state=donate_state
         )
         self.config = config
-        self.donate_state = donate_state
         self.max_consecutive_skips = max_consecutive_skips
         self.raise_on_skips = raise_on_skips
         self.background_compile = (
