@@ -342,19 +342,20 @@ def _removed_batch_norm(norm, x: jax.Array, fold) -> jax.Array:
     constants, the identity at initialisation), or the identity."""
     if fold is None:
         return x
-    for part, combine, init in (
-        ("scale", jnp.multiply, jnp.ones),
-        ("bias", jnp.add, jnp.zeros),
-    ):
-        if part in fold.keeps:
-            value = norm.scope.variable(
-                FOLD_COLLECTION,
-                FOLD_NAMES[part],
-                init,
-                (fold.features,),
-                jnp.float32,
-            ).value
-            x = combine(x, value.astype(x.dtype).reshape(_last_axis(x, value)))
+    parts = (("scale", jnp.multiply, jnp.ones), ("bias", jnp.add, jnp.zeros))
+    # The model's graph has no BatchNorm here: a shift by a constant.
+    with model_graph.no_layer():
+        for part, combine, init in parts:
+            if part in fold.keeps:
+                value = norm.scope.variable(
+                    FOLD_COLLECTION,
+                    FOLD_NAMES[part],
+                    init,
+                    (fold.features,),
+                    jnp.float32,
+                ).value
+                value = value.astype(x.dtype).reshape(_last_axis(x, value))
+                x = combine(x, value)
     return x
 
 
