@@ -254,15 +254,7 @@ class StructureTest(absltest.TestCase):
         # A run started from trained weights restores into a target built
         # from fresh variables.
         with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "state")
-            with ocp.StandardCheckpointer() as checkpointer:
-                checkpointer.save(path, state)
-                checkpointer.wait_until_finished()
-                target = jax.tree.map(
-                    ocp.utils.to_shape_dtype_struct, ts.init(FRESH)
-                )
-                restored = checkpointer.restore(path, target)
-        _utils.assert_trees_equal(restored, state)
+            _utils.assert_trees_equal(restored(ts, state, directory), state)
 
     def test_the_kept_maps_are_constants_on_every_device(self):
         # O2 averages the model state over 8 devices; a fold's constants
@@ -382,6 +374,18 @@ def level_step(level):
     )
 
 
+def restored(ts, state, directory):
+    """`state` saved with Orbax and restored into the documented target: the
+    shapes and dtypes of a state `init` builds, here from fresh variables
+    (any variables of the model build the same structure)."""
+    path = os.path.join(directory, "state")
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(path, state)
+        checkpointer.wait_until_finished()
+        target = jax.tree.map(ocp.utils.to_shape_dtype_struct, ts.init(FRESH))
+        return checkpointer.restore(path, target)
+
+
 def entry_points(ts, variables, directory):
     """The state of `variables` through `init`, `from_flax_train_state` and
     an Orbax restore of a saved state."""
@@ -389,17 +393,11 @@ def entry_points(ts, variables, directory):
     by_flax = boostax.from_flax_train_state(
         ts, flax_state(variables), init_optimizer=True
     )
-    path = os.path.join(directory, "state")
-    with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(path, by_init)
-        checkpointer.wait_until_finished()
-        # The documented target: a state `init` builds from the variables
-        # the run started from (shapes and dtypes only).
-        target = jax.tree.map(
-            ocp.utils.to_shape_dtype_struct, ts.init(variables)
-        )
-        restored = checkpointer.restore(path, target)
-    return {"init": by_init, "flax": by_flax, "orbax": restored}
+    return {
+        "init": by_init,
+        "flax": by_flax,
+        "orbax": restored(ts, by_init, directory),
+    }
 
 
 class EveryEntryPointTest(absltest.TestCase):
