@@ -7,8 +7,9 @@ Orbax restore) and at every level: LessBN folds a trained BatchNorm it
 removes into the layer before it (the model's evaluation outputs stay the
 original's), keeps a trained BatchNorm that ``zero_init_residual`` would
 zero, and refuses to put its FN head in place of a trained dense head; a
-state of another model is refused before the step is bound to it; and
-``donate_state`` leaves the caller's arrays valid.
+state's structure depends on the model only, never on the weights brought
+in; a state of another model is refused before the step is bound to it;
+and ``donate_state`` leaves the caller's arrays valid.
 """
 
 import functools
@@ -81,14 +82,14 @@ class FoldTest(absltest.TestCase):
         variables = trained(FRESH, 1)
         reduced = boostax.less_bn(MODEL, X)
         converted = reduced.convert_variables(variables)
-        # No removed BatchNorm has statistics left; each shift went to the
-        # conv-less-bias's place, the BatchNorm's path.
+        # No removed BatchNorm has variables left but its shift, which the
+        # bias-less conv before it cannot take: a constant at its path.
         report = boostax.less_bn_report(MODEL, X)
         for removed in report.removed:
             block, name = removed.path.split("/")
-            self.assertNotIn(name, converted["batch_stats"][block])
+            self.assertNotIn(name, converted["params"][block])
             self.assertEqual(
-                sorted(converted["params"][block][name]), ["fold_bias"]
+                sorted(converted["batch_stats"][block][name]), ["fold_bias"]
             )
         np.testing.assert_allclose(
             reduced.apply(converted, X, train=False),
@@ -112,7 +113,7 @@ class FoldTest(absltest.TestCase):
             for r in boostax.less_bn_report(model, X).removed
             for leaves in [
                 functools.reduce(
-                    dict.get, r.path.split("/"), converted["params"]
+                    dict.get, r.path.split("/"), converted["batch_stats"]
                 )
             ]
         }
@@ -124,11 +125,28 @@ class FoldTest(absltest.TestCase):
             atol=1e-5,
         )
 
-    def test_fresh_batch_norms_are_dropped_as_before(self):
+    def test_fresh_batch_norms_keep_the_identity(self):
+        # The structure of a trained model's, the function of a dropped
+        # BatchNorm: nothing trainable added.
         reduced = boostax.less_bn(MODEL, X)
         converted = reduced.convert_variables(FRESH)
         self.assertFalse(
             any("fold" in path for path in paths(converted["params"]))
+        )
+        folds = {
+            path: leaf
+            for path, leaf in paths(converted).items()
+            if "fold" in path
+        }
+        self.assertLen(folds, len(boostax.less_bn_report(MODEL, X).removed))
+        for leaf in folds.values():
+            np.testing.assert_array_equal(leaf, 0.0)
+        self.assertEqual(
+            jax.tree.structure(converted),
+            jax.tree.structure(reduced.convert_variables(trained(FRESH, 1))),
+        )
+        _utils.assert_trees_equal(
+            converted, reduced.init(jax.random.PRNGKey(0), X, train=False)
         )
 
     def test_nnx_folds_into_a_biased_layer_or_refuses(self):
@@ -189,9 +207,9 @@ class InitialisationChoicesTest(absltest.TestCase):
         self.assertIn("multiplier", state.params["Dense_0"])
         ts(state, (X, Y))
 
-    def test_loss_scale_groups_cover_the_folds(self):
-        # Groups named on the original model: a trained model's folds
-        # (`fold_bias`) join the group of the BatchNorm they replace.
+    def test_loss_scale_groups_of_a_trained_model(self):
+        # Groups named on the original model cover a trained model's params:
+        # its folds are model state, not parameters.
         paths = [
             "/".join(k.key for k in path)
             for path, _ in jax.tree_util.tree_leaves_with_path(FRESH["params"])
@@ -206,13 +224,53 @@ class InitialisationChoicesTest(absltest.TestCase):
             ),
         )
         state = ts.init(trained(FRESH, 7))
-        labels = ts.loss_scale.labels(state.params)
-        self.assertEqual(
-            labels["BasicBlock_1"]["BatchNorm_0"]["fold_bias"],
-            int("BasicBlock_1/BatchNorm_0/scale" in paths[len(paths) // 2 :]),
+        self.assertNotIn("BatchNorm_0", state.params["BasicBlock_1"])
+        self.assertIn(
+            "fold_bias",
+            state.model_state["batch_stats"]["BasicBlock_1"]["BatchNorm_0"],
         )
+        ts.loss_scale.labels(state.params)  # raises on a leaf not covered
         _, metrics = ts(state, (X, Y))
         self.assertTrue(np.isfinite(metrics["loss"]))
+
+
+class StructureTest(absltest.TestCase):
+    """A state's structure depends on the model and the step's settings,
+    never on the values of the weights brought in."""
+
+    def test_a_fresh_step_takes_trained_weights(self):
+        ts = level_step("O1")
+        fresh = ts.init(FRESH)  # the step's model, from fresh variables
+        variables = trained(FRESH, 8)
+        # A trained Flax state into the step a fresh init bound.
+        state = boostax.from_flax_train_state(
+            ts, flax_state(variables), init_optimizer=True
+        )
+        self.assertEqual(jax.tree.structure(state), jax.tree.structure(fresh))
+        np.testing.assert_allclose(
+            ts.predict(state, X), original_outputs(variables), atol=1e-5
+        )
+        state, _ = ts(state, (X, Y))
+        # A run started from trained weights restores into a target built
+        # from fresh variables.
+        with tempfile.TemporaryDirectory() as directory:
+            _utils.assert_trees_equal(restored(ts, state, directory), state)
+
+    def test_the_kept_maps_are_constants_on_every_device(self):
+        # O2 averages the model state over 8 devices; a fold's constants
+        # are never averaged (rounding would move them) nor trained.
+        ts = level_step("O2")
+        state = ts.init(trained(FRESH, 9))
+        folds = {
+            path: leaf
+            for path, leaf in paths(state.model_state).items()
+            if "fold" in path
+        }
+        self.assertLen(folds, 3)
+        new, _ = ts(state, (X, Y))
+        for path, leaf in paths(new.model_state).items():
+            if path in folds:
+                np.testing.assert_array_equal(leaf, folds[path], err_msg=path)
 
 
 class AnotherModelTest(absltest.TestCase):
@@ -316,6 +374,18 @@ def level_step(level):
     )
 
 
+def restored(ts, state, directory):
+    """`state` saved with Orbax and restored into the documented target: the
+    shapes and dtypes of a state `init` builds, here from fresh variables
+    (any variables of the model build the same structure)."""
+    path = os.path.join(directory, "state")
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(path, state)
+        checkpointer.wait_until_finished()
+        target = jax.tree.map(ocp.utils.to_shape_dtype_struct, ts.init(FRESH))
+        return checkpointer.restore(path, target)
+
+
 def entry_points(ts, variables, directory):
     """The state of `variables` through `init`, `from_flax_train_state` and
     an Orbax restore of a saved state."""
@@ -323,17 +393,11 @@ def entry_points(ts, variables, directory):
     by_flax = boostax.from_flax_train_state(
         ts, flax_state(variables), init_optimizer=True
     )
-    path = os.path.join(directory, "state")
-    with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(path, by_init)
-        checkpointer.wait_until_finished()
-        # The documented target: a state `init` builds from the variables
-        # the run started from (shapes and dtypes only).
-        target = jax.tree.map(
-            ocp.utils.to_shape_dtype_struct, ts.init(variables)
-        )
-        restored = checkpointer.restore(path, target)
-    return {"init": by_init, "flax": by_flax, "orbax": restored}
+    return {
+        "init": by_init,
+        "flax": by_flax,
+        "orbax": restored(ts, by_init, directory),
+    }
 
 
 class EveryEntryPointTest(absltest.TestCase):

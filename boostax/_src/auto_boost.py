@@ -442,18 +442,6 @@ def data_parallel_from_config(
     return dp
 
 
-def _restricted_loss_scale(loss_scale, params, original):
-    """`loss_scale`'s groups restricted to the reduced model's `params`,
-    keeping their labels on the `original` model's (when they were named
-    there) for the leaves LessBN's folds add (`GroupLossScale.named_on`)."""
-    restricted = loss_scale.restricted(params, original)
-    try:
-        named_on = loss_scale.labels(original)
-    except ValueError:
-        return restricted  # named on the reduced model's params
-    return dataclasses.replace(restricted, named_on=named_on)
-
-
 def auto_boost(
     level: str = "O0",
     config: config_lib.BoostConfig | Mapping | str | os.PathLike | None = None,
@@ -662,16 +650,12 @@ def auto_boost(
             model, optimizer, boost_config, sample_inputs, decay
         )
         if isinstance(loss_scale, loss_scale_lib.GroupLossScale):
-            # Groups named on the original model, as freezing's are:
-            # restricted to the reduced model's params, and to whatever a
-            # trained model's LessBN folds add to them (`named_on`).
-            original = model_graph.param_shapes(
-                plain.kwargs["model"], sample_inputs
-            )
-            loss_scale = _restricted_loss_scale(
-                loss_scale,
+            # Groups named on the original model, as freezing's are,
+            # restricted to the reduced model's params (which LessBN's
+            # folds never add to: they are model state).
+            loss_scale = loss_scale.restricted(
                 model_graph.param_shapes(model, sample_inputs),
-                original,
+                model_graph.param_shapes(plain.kwargs["model"], sample_inputs),
             )
     else:
         optimizer = decay.chain(optimizer)

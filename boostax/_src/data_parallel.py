@@ -199,10 +199,22 @@ class DataParallel:
             )
         return grads  # "adasum": the optimizer reduces its updates
 
-    def mean(self, tree):
-        """The mean over all devices of the floating-point leaves."""
+    def mean(self, tree, keep=None):
+        """The mean over all devices of the floating-point leaves.
+
+        Args:
+          tree: the values of this device.
+          keep: ``None``, or a bool per leaf of `tree`: True leaves are
+            returned as they are (constants, the same on every device).
+        """
+        if keep is None:
+            keep = jax.tree.map(lambda _: False, tree)
         return jax.tree.map(
-            lambda x: lax.pmean(x, self.axes) if _is_float(x) else x, tree
+            lambda x, k: (
+                lax.pmean(x, self.axes) if _is_float(x) and not k else x
+            ),
+            tree,
+            keep,
         )
 
     def minimum(self, tree):

@@ -395,7 +395,6 @@ def check_model(train_step, variables, apply_fn=None) -> None:
         return
     got = _shapes(train_step.objective.merge(params, model_state))
     want = _shapes(reference)
-    folded = (less_bn_linen.FOLD_SCALE, less_bn_linen.FOLD_BIAS)
     differences = [
         f"{path}: shape {got[path]}, the model's is {want[path]}"
         for path in want
@@ -409,7 +408,7 @@ def check_model(train_step, variables, apply_fn=None) -> None:
     differences += [
         f"{path} (shape {shape}) is not the model's"
         for path, shape in got.items()
-        if path not in want and not path.endswith(folded)
+        if path not in want
     ]
     if differences:
         # The parameters first: they name the layers that differ.

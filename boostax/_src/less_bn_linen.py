@@ -3,10 +3,11 @@
 """LessBN on a Flax Linen model: a wrapper that intercepts module calls.
 
 `LinenLessBN` keeps the wrapped network's variable paths: a removed
-BatchNorm returns its input and creates no variables, the FN head reuses
-the dense layer's kernel, and `LinenLessBN.convert_variables` turns the
-original model's variables into the wrapper's, keeping the function of
-trained ones (``less_bn_weights.py``).
+BatchNorm applies the fixed map its fold keeps (the identity for fresh
+weights) and creates no trainable variables, the FN head reuses the dense
+layer's kernel, and `LinenLessBN.convert_variables` turns the original
+model's variables into the wrapper's, keeping the function of trained ones
+(``less_bn_weights.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from boostax._src import less_bn_weights, model_graph, validation
+from boostax._src import less_bn_weights, model_graph, tree_utils, validation
 from boostax._src.fn_head import (
     check_fn_scale,
     fn_scale,
@@ -35,9 +36,12 @@ from boostax._src.less_bn_plan import (
 )
 from boostax._src.tree_utils import nested_get, nested_has, nested_pop
 
-# The variables a removed BatchNorm of trained weights keeps at its path
-# (`BatchNormFold`): ``x * fold_scale + fold_bias``.
-FOLD_SCALE, FOLD_BIAS = "fold_scale", "fold_bias"
+# What a removed BatchNorm keeps of its map ``x * a + b`` (`BatchNormFold`):
+# constants in its own ``batch_stats`` (as its running statistics were, and
+# where a Flax TrainState's ``batch_stats`` field carries them), named apart
+# from a BatchNorm's own variables: ``x * fold_scale + fold_bias``.
+FOLD_COLLECTION = "batch_stats"
+FOLD_NAMES = {"scale": "fold_scale", "bias": "fold_bias"}
 
 
 def linen_plan(module, sample_inputs, **options) -> LessBNPlan:
@@ -56,13 +60,15 @@ class LinenLessBN(nn.Module):
     """A Linen model with LessBN applied (see `less_bn`).
 
     Wraps `network` without changing its variable paths: removed BatchNorms
-    return their input and create no variables; the FN head keeps the dense
-    layer's kernel (same path), drops its bias and adds its scale
-    (``multiplier``, or ``log_multiplier``); the BatchNorms of `zero_init`
-    start with scale zero. A removed BatchNorm whose trained function was
-    folded (`convert_variables`) and could not go entirely into the layer
-    before it applies what stays at its path: ``x * fold_scale +
-    fold_bias`` (either may be absent).
+    create no trainable variables; the FN head keeps the dense layer's
+    kernel (same path), drops its bias and adds its scale (``multiplier``,
+    or ``log_multiplier``); the BatchNorms of `zero_init` start with scale
+    zero. A removed BatchNorm applies the part of its map that the layer
+    before it cannot take (`BatchNormFold.keeps`): ``x * fold_scale +
+    fold_bias``, constants in its ``batch_stats`` that the model reads and
+    never writes (`constant_variables`). They are the identity for fresh
+    weights and hold a trained BatchNorm's map after `convert_variables`,
+    so the variables' structure depends on the model only.
 
     Attributes:
       network: the original Linen module.
@@ -71,8 +77,8 @@ class LinenLessBN(nn.Module):
       fn_scale: the FN head's initial scale (`FNHead.scale_init`).
       fn_log_scale: whether the FN head trains ``log(s)``.
       zero_init: paths of kept BatchNorms whose scale starts at zero.
-      folds: one `BatchNormFold` per removed BatchNorm, used when trained
-        variables are converted.
+      folds: one `BatchNormFold` per removed BatchNorm: what it keeps, and
+        where a trained one's map goes when variables are converted.
     """
 
     network: nn.Module
@@ -114,6 +120,7 @@ class LinenLessBN(nn.Module):
         # A plain function: a module method would itself be intercepted.
         removed, fn_head = set(self.removed), self.fn_head
         zero_init = set(self.zero_init)
+        folds = {fold.path: fold for fold in self.folds}
         scale = (self.fn_scale, self.fn_log_scale)
 
         def intercept(next_fun, args, kwargs, context):
@@ -122,7 +129,7 @@ class LinenLessBN(nn.Module):
             if context.method_name != "__call__":
                 return next_fun(*args, **kwargs)
             if path in removed:
-                return _removed_batch_norm(module, args[0])
+                return _removed_batch_norm(module, args[0], folds.get(path))
             if path == fn_head:
                 return _linen_fn_head(module, args[0], *scale)
             if path in zero_init:
@@ -131,6 +138,22 @@ class LinenLessBN(nn.Module):
 
         with nn.intercept_methods(intercept):
             return self.network(*args, **kwargs)
+
+    def constant_variables(self, model_state) -> Any:
+        """A bool per leaf of `model_state` (the variables but ``params``):
+        whether this model only reads it (a removed BatchNorm's kept map).
+
+        A train step leaves such leaves as they are: never averaged over
+        devices, whose rounding would move them.
+        """
+        kept = {
+            (FOLD_COLLECTION, *fold.path, FOLD_NAMES[part])
+            for fold in self.folds
+            for part in fold.keeps
+        }
+        return jax.tree_util.tree_map_with_path(
+            lambda path, _: tree_utils.path_names(path) in kept, model_state
+        )
 
     def convert_variables(self, variables):
         """Variables of `network` -> variables of this model.
@@ -142,9 +165,10 @@ class LinenLessBN(nn.Module):
         - a removed BatchNorm at Flax's initial values is dropped (every
           collection); a trained one is folded into the convolution or
           dense layer before it (kernel times ``scale / sqrt(var + eps)``
-          per output channel, the shift into its bias, or kept at the
-          BatchNorm's path as ``fold_bias`` when it has none; `folds`), so
-          the model's outputs in evaluation are the original's;
+          per output channel, the shift into its bias; what the layer
+          cannot take stays in the BatchNorm's ``fold_bias`` and
+          ``fold_scale``, `folds`), so the model's outputs in evaluation
+          are the original's; a fresh one keeps the identity there;
         - the `zero_init` BatchNorms' scales become zero only while they
           hold their initial values;
         - the FN head replaces the dense layer (bias dropped, scale
@@ -179,8 +203,11 @@ class LinenLessBN(nn.Module):
             values = _batch_norm_values(variables, path)
             for collection in variables.values():
                 nested_pop(collection, path)
+            fold = folds.get(tuple(path))
             if values and not less_bn_weights.is_initial(values):
-                _fold(params, folds.get(tuple(path)), path, values)
+                _fold(variables, fold, path, values)
+            elif fold is not None and fold.keeps:
+                _keep(variables, fold, *_identity(fold))
         for path in self.zero_init:
             norm = nested_get(params, path)
             values = _batch_norm_values(variables, path)
@@ -192,14 +219,14 @@ class LinenLessBN(nn.Module):
 def _is_original(variables: dict, model: LinenLessBN) -> bool:
     """Whether `variables` are the original network's (not converted)."""
     params = variables.get("params", {})
+    kept = set(FOLD_NAMES.values())
     for path in model.removed:
-        if nested_has(params, path):
-            held = nested_get(params, path)
-            if not set(held) <= {FOLD_SCALE, FOLD_BIAS}:
+        for collection in variables.values():
+            held = nested_get(collection, path)
+            if nested_has(collection, path) and not (
+                isinstance(held, dict) and set(held) <= kept
+            ):
                 return True
-        stats = (c for name, c in variables.items() if name != "params")
-        if any(nested_has(c, path) for c in stats):
-            return True
     return model.fn_head is not None and _fn_head_unconverted(params, model)
 
 
@@ -256,9 +283,9 @@ def _all_batch_norms(variables: dict):
     return found
 
 
-def _fold(params: dict, fold, path, values) -> None:
+def _fold(variables: dict, fold, path, values) -> None:
     """Folds a trained removed BatchNorm's ``x * a + b`` (see `BatchNormFold`)
-    into `params`."""
+    into `variables`: into the layer before it, the rest kept."""
     if fold is None:
         raise ValueError(
             f"The removed BatchNorm {path_str(path)} holds trained values, "
@@ -266,23 +293,43 @@ def _fold(params: dict, fold, path, values) -> None:
             "cannot be folded into the layer before it: build the model with "
             "`boostax.less_bn` (which plans the folds)."
         )
-    into = None if fold.into is None else nested_get(params, fold.into)
-    dtype = jnp.result_type(
-        into["kernel"] if into and "kernel" in into else values["var"]
+    a, b = less_bn_weights.folded_affine(fold, values, jnp.float32)
+    if fold.into is not None:
+        into = nested_get(variables.get("params", {}), fold.into)
+        shift = less_bn_weights.fold_into_layer(into, a, b)
+        if (shift is None) != ("bias" not in fold.keeps):
+            raise ValueError(
+                f"The layer {path_str(fold.into)} before the removed "
+                f"BatchNorm {path_str(path)} "
+                + ("has" if shift is None else "has no")
+                + " bias in the variables given, and the model's has "
+                + ("none" if shift is None else "one")
+                + ": pass variables of the model the step was built for."
+            )
+        # The layer took the scale, and the shift where it has a bias.
+        b = jnp.zeros_like(b) if shift is None else shift
+        a = jnp.ones_like(a)
+    _keep(variables, fold, a, b)
+
+
+def _identity(fold: BatchNormFold) -> tuple[jax.Array, jax.Array]:
+    """A fresh removed BatchNorm's kept map: ``x * 1 + 0``."""
+    return (
+        jnp.ones((fold.features,), jnp.float32),
+        jnp.zeros((fold.features,), jnp.float32),
     )
-    a, b = less_bn_weights.folded_affine(fold, values, dtype)
-    kept = {}
-    if into and "kernel" in into:
-        b = less_bn_weights.fold_into_layer(into, a, b)
-    else:
-        kept[FOLD_SCALE] = a
-    if b is not None:
-        kept[FOLD_BIAS] = b
+
+
+def _keep(variables: dict, fold: BatchNormFold, a, b) -> None:
+    """Puts the parts of ``x * a + b`` that `fold` keeps at its path."""
+    kept = {
+        FOLD_NAMES[part]: {"scale": a, "bias": b}[part] for part in fold.keeps
+    }
     if kept:
-        parent = params
-        for key in path[:-1]:
+        parent = variables.setdefault(FOLD_COLLECTION, {})
+        for key in fold.path[:-1]:
             parent = parent.setdefault(key, {})
-        parent[path[-1]] = kept
+        parent[fold.path[-1]] = kept
 
 
 def _last_axis(x: jax.Array, channels: jax.Array) -> tuple[int, ...]:
@@ -290,12 +337,25 @@ def _last_axis(x: jax.Array, channels: jax.Array) -> tuple[int, ...]:
     return (1,) * (x.ndim - 1) + channels.shape
 
 
-def _removed_batch_norm(norm, x: jax.Array) -> jax.Array:
-    """A removed BatchNorm: the identity, or the folded map it keeps."""
-    for name, combine in ((FOLD_SCALE, jnp.multiply), (FOLD_BIAS, jnp.add)):
-        if norm.scope.has_variable("params", name):
-            value = jnp.asarray(norm.scope.get_variable("params", name))
-            x = combine(x, value.astype(x.dtype).reshape(_last_axis(x, value)))
+def _removed_batch_norm(norm, x: jax.Array, fold) -> jax.Array:
+    """A removed BatchNorm: the part of its map it keeps (`BatchNormFold`;
+    constants, the identity at initialisation), or the identity."""
+    if fold is None:
+        return x
+    parts = (("scale", jnp.multiply, jnp.ones), ("bias", jnp.add, jnp.zeros))
+    # The model's graph has no BatchNorm here: a shift by a constant.
+    with model_graph.no_layer():
+        for part, combine, init in parts:
+            if part in fold.keeps:
+                value = norm.scope.variable(
+                    FOLD_COLLECTION,
+                    FOLD_NAMES[part],
+                    init,
+                    (fold.features,),
+                    jnp.float32,
+                ).value
+                value = value.astype(x.dtype).reshape(_last_axis(x, value))
+                x = combine(x, value)
     return x
 
 

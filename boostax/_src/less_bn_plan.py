@@ -129,11 +129,15 @@ class BatchNormFold:
     ``b = bias - mean * a``. When LessBN removes it from a model whose
     weights were trained, the map is folded into the layer before it
     (`into`): its kernel's output channels are multiplied by ``a`` and
-    ``b`` is added to its bias (or, if it has none, kept at the BatchNorm's
-    path as ``fold_bias``). Without such a layer (the BatchNorm reads a
-    concatenation, an activation, or a layer whose output is read
-    elsewhere too), both stay at its path as ``fold_scale`` and
-    ``fold_bias``.
+    ``b`` is added to its bias. What the layer cannot take stays at the
+    BatchNorm's place as a fixed per-channel map (`keeps`): ``b`` when the
+    layer has no bias, ``a`` and ``b`` without such a layer (the BatchNorm
+    reads a concatenation, an activation, or a layer whose output is read
+    elsewhere too).
+
+    What stays depends on the model only, never on the values: fresh
+    weights keep the identity (``a = 1``, ``b = 0``), so a step's state has
+    the same structure whichever weights it starts from.
 
     Attributes:
       path: the removed BatchNorm's module path.
@@ -142,12 +146,19 @@ class BatchNormFold:
       epsilon: the BatchNorm's epsilon.
       channels_last: whether it normalises over the last axis (a fold
         needs that: the kernel's output channels are its last axis).
+      keeps: the parts of ``x * a + b`` that stay at the BatchNorm's place:
+        ``("scale", "bias")`` without `into`, ``("bias",)`` when `into` has
+        no bias, ``()`` when it has one, or when the BatchNorm does not
+        normalise over the last axis (trained weights are then refused).
+      features: its number of channels (the size of ``a`` and ``b``).
     """
 
     path: tuple[Any, ...]
     into: tuple[Any, ...] | None
     epsilon: float
     channels_last: bool
+    keeps: tuple[str, ...]
+    features: int
 
 
 def batch_norm_folds(
@@ -181,9 +192,22 @@ def batch_norm_folds(
                 into,
                 float(getattr(module, "epsilon", 1e-5)),
                 channels_last,
+                _fold_keeps(source if into else None, channels_last),
+                int(node.shape[-1]) if rank else 1,
             )
         )
     return tuple(folds)
+
+
+def _fold_keeps(into, channels_last: bool) -> tuple[str, ...]:
+    """`BatchNormFold.keeps` for the layer `into` (a graph node, or
+    ``None``)."""
+    if not channels_last:
+        return ()
+    if into is None:
+        return ("scale", "bias")
+    # Flax's Conv and Dense (Linen and NNX) have a bias unless use_bias=False.
+    return () if getattr(into.call.module, "use_bias", True) else ("bias",)
 
 
 @dataclasses.dataclass(frozen=True)

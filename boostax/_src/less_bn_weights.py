@@ -15,7 +15,10 @@ What that means for each thing LessBN changes:
   running mean 0, running variance 1) computes ``x / sqrt(1 + eps)`` at
   inference: it is dropped, as MindSpore drops it. A trained one is
   folded into the layer before it (`BatchNormFold`), which keeps the
-  model's function at inference;
+  model's function at inference. What that layer cannot take (the shift,
+  when it has no bias) stays at the BatchNorm's place as constants, which
+  every model state has: the identity for fresh weights, so a state's
+  structure never depends on the values brought in;
 - a BatchNorm that ``zero_init_residual`` starts at scale zero gets that
   scale only while it is at its initial values; a trained one keeps its
   values;

@@ -364,13 +364,6 @@ class GroupLossScale:
         index (0-based) per leaf. Every parameter must be in exactly one.
       backoff, growth: the per-step factors.
       min_loss_scale, max_loss_scale: bounds of each scale.
-      named_on: when the groups were named on another model than the one
-        trained (the original of a LessBN model), the group of each of
-        that model's parameters: a label tree (`labels` of its params);
-        ``None``: the groups are the trained model's. With it, parameters
-        the groups do not cover join their module's group, as `restricted`
-        says, whatever the parameters given (LessBN's folds of trained
-        weights add some).
     """
 
     init_loss_scale: float | Sequence[float]
@@ -379,7 +372,6 @@ class GroupLossScale:
     growth: float = 2.0 ** (1 / 1000)
     min_loss_scale: float = 1.0
     max_loss_scale: float = 2.0**32
-    named_on: Any = None
 
     @property
     def num_groups(self) -> int:
@@ -407,18 +399,6 @@ class GroupLossScale:
 
     def labels(self, params: Any) -> Any:
         """The group index of every leaf of `params`, validated."""
-        try:
-            return self._labels(params)
-        except ValueError:
-            if self.named_on is None:
-                raise
-        # Named on the original model: restricted to the params trained.
-        groups = _restricted_groups(
-            params, _owners(self.named_on), self.num_groups
-        )
-        return dataclasses.replace(self, groups=groups)._labels(params)
-
-    def _labels(self, params: Any) -> Any:
         if not isinstance(self.groups, (list, tuple)):
             labels = self.groups
             if jax.tree.structure(labels) != jax.tree.structure(params):
@@ -474,11 +454,11 @@ class GroupLossScale:
             or a new leaf's module spans several groups.
         """
         try:
-            self._labels(params)
+            self.labels(params)
             return self
         except ValueError:
             pass
-        labels = self._labels(original_params)  # raises: names of neither
+        labels = self.labels(original_params)  # raises: names of neither
         owner = _owners(
             jax.tree.unflatten(
                 jax.tree.structure(original_params), jax.tree.leaves(labels)

@@ -31,6 +31,9 @@ from boostax._src import tree_diff
 
 _SCOPE = "boostax_call_"
 _SCOPE_RE = re.compile(_SCOPE + r"(\d+)")
+# Operations traced in this scope belong to no layer, whatever module call
+# they happen in (see `no_layer`).
+_NO_LAYER = "boostax_no_layer"
 
 # Primitives that only move or relabel data: skipped when following edges.
 _PASS_THROUGH = frozenset(
@@ -334,9 +337,22 @@ def _op_kind(eqn, n_data_inputs: int) -> str:
     return "other"
 
 
+def no_layer():
+    """A context in which the operations a module traces are not its layer's.
+
+    A module call that only stands in for a layer it replaces (a BatchNorm
+    LessBN removed, applying a fixed per-channel map) is not that layer in
+    the graph: its operations are the plain ones (a shift is ``"pass"``).
+    """
+    return jax.named_scope(_NO_LAYER)
+
+
 def _owner(eqn, calls: list[ModuleCall]) -> ModuleCall | None:
     """The outermost known layer whose call produced `eqn`, if any."""
-    for index in _SCOPE_RE.findall(str(eqn.source_info.name_stack)):
+    name_stack = str(eqn.source_info.name_stack)
+    if _NO_LAYER in name_stack:
+        return None
+    for index in _SCOPE_RE.findall(name_stack):
         call = calls[int(index)]
         if call.kind is not None:
             return call

@@ -47,7 +47,12 @@ LossAux = tuple[PyTree, dict[str, jax.Array]]
 
 
 class Objective(Protocol):
-    """The interface the step builder needs from a model and its loss."""
+    """The interface the step builder needs from a model and its loss.
+
+    Optionally, ``constant_state(model_state)``: a bool per model-state leaf
+    that the model reads and never writes (`LinenObjective.constant_state`),
+    which the step then leaves as it is (never averaged over devices).
+    """
 
     def split(self, variables: Any) -> tuple[PyTree, PyTree]:
         """Returns ``(params, model_state)`` from the model's variables."""
@@ -354,6 +359,17 @@ class LinenObjective:
             return self.module.apply(
                 self.merge(params, model_state), inputs, **self.eval_kwargs
             )
+
+    def constant_state(self, model_state):
+        """A bool per leaf of `model_state`: whether the module only reads
+        it (its ``constant_variables``, e.g. what a BatchNorm removed by
+        LessBN keeps), or ``None`` when the module says nothing of it.
+
+        The step returns such leaves as they are: an average over devices
+        would round them differently at each step.
+        """
+        constant = getattr(self.module, "constant_variables", None)
+        return None if constant is None else constant(model_state)
 
 
 class NNXObjective:

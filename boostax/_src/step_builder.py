@@ -367,7 +367,12 @@ class StepBuilder:
         _check_metric_names(metrics)
         if dp is not None:
             grads = self._reduce_gradients(grads)
-            loss, model_state, metrics = dp.mean((loss, model_state, metrics))
+            loss, metrics = dp.mean((loss, metrics))
+            constant = getattr(self.objective, "constant_state", None)
+            model_state = dp.mean(
+                model_state,
+                keep=None if constant is None else constant(model_state),
+            )
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
