@@ -53,6 +53,14 @@ def check_batch_arrays(inputs, targets) -> None:
         )
 
 
+def _got(leaf) -> str:
+    """`validation.got`, or the type of a traced leaf (the batch is checked
+    when the step is traced, where a Python number is a tracer)."""
+    if isinstance(leaf, jax.core.Tracer):
+        return f"got a traced {jax.typeof(leaf).str_short()}"
+    return validation.got(leaf)
+
+
 def _leaf_problems(inputs, targets) -> Iterator[str]:
     """What is wrong with each leaf of a batch without a batch dimension."""
     for name, tree in (("inputs", inputs), ("targets", targets)):
@@ -62,7 +70,7 @@ def _leaf_problems(inputs, targets) -> Iterator[str]:
                 continue
             where = name + jax.tree_util.keystr(path)
             if not shape:
-                yield f"{where} is a scalar, {validation.got(leaf)}"
+                yield f"{where} is a scalar, {_got(leaf)}"
             else:
                 yield f"{where} has shape {shape}, which holds no values"
 
