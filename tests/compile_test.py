@@ -2,6 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for compiling the freeze depths in background threads."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,7 +17,7 @@ import boostax
 from boostax._src import executables
 from boostax._src import train_step as train_step_lib
 from boostax.examples import models
-from tests import _utils
+from tests import _utils, conftest
 
 GROUPS = 3
 CONFIG = {
@@ -132,6 +137,48 @@ class BackgroundCompileTest(absltest.TestCase):
         self.assertFalse(ts.background_compile)
         ts, _ = _step(background=True)
         self.assertTrue(ts.background_compile)
+
+
+# Trains one step of O1 with six freeze depths, compiling the other depths
+# in background threads, and exits while they compile.
+EXIT_MID_COMPILE = textwrap.dedent(
+    """
+    import jax, numpy as np, optax, boostax
+    from boostax.examples import models
+
+    model = models.ResNet(stage_sizes=(1, 1), widths=(8, 16))
+    x = np.ones((8, 8, 8, 1), np.float32)
+    ts = boostax.auto_boost(
+        "O1",
+        {"grad_freeze": {"param_groups": 6, "total_steps": 40}},
+        optimizer=optax.adam(1e-2), model=model, loss=models.cross_entropy,
+        sample_inputs=x[:1], background_compile=True,
+    )
+    state = ts.init(model.init(jax.random.PRNGKey(0), x[:1], train=False))
+    state, _ = ts(state, (x, np.zeros(8, np.int32)))
+    jax.block_until_ready(state)
+    print("compiling", ts.pending_compiles, flush=True)
+    """
+)
+
+
+class ExitTest(absltest.TestCase):
+    def test_exits_cleanly_while_depths_compile(self):
+        env = dict(os.environ)
+        env["XLA_FLAGS"] = " ".join(conftest.COMPILE_FAST_FLAGS)
+        env["PYTHONPATH"] = os.path.dirname(os.path.dirname(__file__))
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)  # really compile
+        for _ in range(3):
+            run = subprocess.run(
+                [sys.executable, "-c", EXIT_MID_COMPILE],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+            pending = int(run.stdout.split("compiling")[-1])
+            self.assertGreater(pending, 0)  # it did exit mid-compile
 
 
 if __name__ == "__main__":
