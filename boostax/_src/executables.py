@@ -146,9 +146,9 @@ class Executables:
 
     def compile_ahead(self, keys: Sequence[Key], state, batch) -> None:
         """Starts compiling the steps of `keys`, in order, in background
-        threads (a pool sized to the host's cores)."""
+        threads (`workers`)."""
         if self._pool is None:
-            self._pool = _CompilePool(os.cpu_count() or 1)
+            self._pool = _CompilePool(workers())
             # Queued compiles are dropped with the step that wanted them.
             weakref.finalize(self, self._pool.shutdown)
         args = abstract((state, batch))
@@ -179,6 +179,12 @@ class Executables:
         compiled = lowered.compile()
         self.compile_seconds[key] = seconds + time.perf_counter() - start
         return compiled
+
+
+def workers() -> int:
+    """Background compile threads: one core is left to the training steps
+    (XLA's compiler and the steps both use every core they get)."""
+    return max(1, (os.cpu_count() or 1) - 1)
 
 
 def abstract(tree):

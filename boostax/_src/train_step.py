@@ -13,6 +13,7 @@ runs of skipped steps.
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -44,6 +45,14 @@ __all__ = (
 # background threads by default (``BOOSTAX_BACKGROUND_COMPILE=0`` turns the
 # default off, e.g. in a test suite that calls many steps only a few times).
 BACKGROUND_COMPILE = os.environ.get("BOOSTAX_BACKGROUND_COMPILE", "1") != "0"
+
+# With gradient freezing, the train steps (positions) that run the masked
+# warm-up program (`freezing.MASKED`, one program for every depth) before
+# each depth runs its own: training starts after one compile, and the
+# depths' programs compile in the background meanwhile. The program of a
+# step depends on its position alone, never on when a compile finished, so
+# a run gives the same bits on a fast and a slow machine.
+FREEZE_WARMUP_STEPS = 256
 
 # The most steps whose skip flags the host holds before reading them: a
 # run of skipped steps is noticed at most this many steps late.
@@ -173,6 +182,7 @@ class TrainStep:
         data_parallel: data_parallel_lib.DataParallel | None = None,
         donate_state: bool = False,
         background_compile: bool | None = None,
+        freeze_warmup_steps: int | None = None,
         skip_nonfinite: bool = False,
         max_consecutive_skips: int | None = 100,
         raise_on_skips: bool = False,
@@ -180,6 +190,13 @@ class TrainStep:
     ):
         validation.check_bool("donate_state", donate_state)
         validation.check_optional_bool("background_compile", background_compile)
+        self.freeze_warmup_steps = (
+            FREEZE_WARMUP_STEPS
+            if freeze_warmup_steps is None
+            else validation.check_int(
+                "freeze_warmup_steps", freeze_warmup_steps, minimum=0
+            )
+        )
         check_skip_options(
             skip_nonfinite, max_consecutive_skips, raise_on_skips
         )
@@ -212,6 +229,9 @@ class TrainStep:
         # a state needs no check and no device read.
         self._last: tuple[weakref.ref, int | None] | None = None
         self._predict = jax.jit(objective.predict)
+        # When the background compiles may start: (position, time) of the
+        # first call after the warm-up program compiled (`_compile_ahead`).
+        self._warm_clock: tuple[int, float] | None = None
 
     # -- what the step was built from (read-only views) --------------------
 
@@ -319,16 +339,43 @@ class TrainStep:
             self._last = (weakref.ref(new_state), None)
             self._record_skip(metrics)
             return new_state, metrics
+        key = freezing.program_at(position, self.freeze_warmup_steps)
         if self.background_compile and not self.executables.started_background:
-            self.executables.compile_ahead(
-                executables_lib.keys_by_first_use(freezing, position),
-                state,
-                batch,
-            )
-        new_state, metrics = self._run(freezing.depth(position), state, batch)
+            self._compile_ahead(freezing, position, state, batch)
+        new_state, metrics = self.executables(key, state, batch)
         self._last = (weakref.ref(new_state), position + 1)
         self._record_skip(metrics)
         return new_state, metrics
+
+    def _compile_ahead(self, freezing, position, state, batch) -> None:
+        """Starts compiling the depths' own programs in the background.
+
+        During the warm-up, not before the warm-up program has compiled
+        (alone, so the first step waits no longer than for one program),
+        and only once the warm-up's remaining steps, at the measured step
+        time, are not much longer than compiling the depths, one after the
+        other, would take: before, the compiles would only slow the steps.
+        Whenever they start, the step at each position runs the same
+        program (`Freezing.program_at`); only the waiting differs.
+        """
+        warmup = self.freeze_warmup_steps
+        keys = executables_lib.keys_by_first_use(
+            freezing, max(position, warmup)
+        )
+        if position < warmup and freezing.can_mask:
+            compiled = self.executables.compile_seconds.get(freezing_lib.MASKED)
+            if compiled is None:
+                return  # this call compiles the warm-up program first
+            now = time.perf_counter()
+            if self._warm_clock is None or self._warm_clock[0] >= position:
+                self._warm_clock = (position, now)
+                return
+            start, then = self._warm_clock
+            step_seconds = (now - then) / (position - start)
+            compiling = 2 * compiled * len(keys) / executables_lib.workers()
+            if (warmup - position) * step_seconds > compiling:
+                return
+        self.executables.compile_ahead(keys, state, batch)
 
     def at_depth(self, depth: int | None):
         """``step(state, batch)`` that always trains at freeze `depth`.
@@ -436,6 +483,8 @@ class TrainStep:
             keys = [None]
         else:
             keys = executables_lib.keys_by_first_use(freezing, position)
+            if position < self.freeze_warmup_steps and freezing.can_mask:
+                keys = [freezing_lib.MASKED, *keys]
             if self.background_compile:
                 self.executables.compile_ahead(keys, state, batch)
         for key in keys:
