@@ -546,7 +546,7 @@ def auto_boost(
         programs compile; later steps run their depth's own program. The
         program of a step depends on its position alone, so the results
         do not depend on how fast the machine compiles. 0: every step runs
-        its depth's own program. Default: 256.
+        its depth's own program. Default: 1024.
       skip_nonfinite: without `loss_scale`, skip (params, optimizer and
         model state left exactly as they were) a step whose gradients are
         not finite, as loss scaling does; `metrics` gets ``overflow``.

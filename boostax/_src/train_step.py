@@ -52,7 +52,7 @@ BACKGROUND_COMPILE = os.environ.get("BOOSTAX_BACKGROUND_COMPILE", "1") != "0"
 # depths' programs compile in the background meanwhile. The program of a
 # step depends on its position alone, never on when a compile finished, so
 # a run gives the same bits on a fast and a slow machine.
-FREEZE_WARMUP_STEPS = 256
+FREEZE_WARMUP_STEPS = 1024
 
 # The most steps whose skip flags the host holds before reading them: a
 # run of skipped steps is noticed at most this many steps late.
@@ -121,12 +121,22 @@ class TrainStep:
     `metrics` then also holds ``"frozen_groups"``, the depth.
 
     Every step is compiled ahead of time for the shapes of the first call.
-    With freezing, the first call also starts compiling the other depths in
-    background threads (a pool sized to the host's cores), in the order the
-    sequence first needs them, while training runs; a step whose depth is
-    not ready waits for exactly that executable. The results are those of
-    `compile_all`. A call with other shapes (say, a smaller last batch)
-    goes through ``jax.jit``, which compiles for them.
+    With freezing, the first `freeze_warmup_steps` positions run one
+    warm-up program for every depth (``"masked"``: all gradients computed,
+    the depth's frozen ones zeroed, its frozen params and optimizer slots
+    kept bit for bit), so training starts after one compile; later
+    positions run their depth's own program (`program_at`). The depths'
+    programs compile in background threads (one core is left to training)
+    in the order the sequence first needs them, started so that they are
+    ready near the warm-up's end, and not during the warm-up when the
+    sequence ends within it; a step whose program is not ready waits for
+    exactly that executable. The program of a step depends on its position
+    alone, so the results are those of `compile_all`, on a fast machine or
+    a slow one, and a resumed run continues bit for bit. A call with other
+    shapes (say, a smaller last batch) goes through ``jax.jit``, which
+    compiles for them. A process that ends while depths compile cancels
+    the queued compiles and waits for the running ones (at most one per
+    thread), then exits normally.
 
     With a `DataParallel` plan, the step runs under ``jax.shard_map`` over
     its mesh: `init` places the state on the mesh, each call splits the
@@ -153,8 +163,11 @@ class TrainStep:
       data_parallel: the `DataParallel` plan, or ``None``.
       trace_count: how many times a step has been traced (once per freeze
         depth used, for fixed shapes).
-      background_compile: whether the first call with freezing starts
-        compiling every depth of the sequence in background threads.
+      background_compile: whether the depths' programs compile in
+        background threads (else each when first needed).
+      freeze_warmup_steps: with freezing, the positions that run the
+        warm-up program (``"masked"``) before each depth runs its own;
+        default `FREEZE_WARMUP_STEPS` (0: none).
       compile_seconds: ``{depth: seconds}`` spent tracing and compiling
         each executable (the key ``None`` without freezing).
       compile_wait_seconds: how long calls have waited for compilation in
@@ -339,7 +352,7 @@ class TrainStep:
             self._last = (weakref.ref(new_state), None)
             self._record_skip(metrics)
             return new_state, metrics
-        key = freezing.program_at(position, self.freeze_warmup_steps)
+        key = self.program_at(position)
         if self.background_compile and not self.executables.started_background:
             self._compile_ahead(freezing, position, state, batch)
         new_state, metrics = self.executables(key, state, batch)
@@ -350,19 +363,24 @@ class TrainStep:
     def _compile_ahead(self, freezing, position, state, batch) -> None:
         """Starts compiling the depths' own programs in the background.
 
-        During the warm-up, not before the warm-up program has compiled
-        (alone, so the first step waits no longer than for one program),
-        and only once the warm-up's remaining steps, at the measured step
-        time, are not much longer than compiling the depths, one after the
-        other, would take: before, the compiles would only slow the steps.
-        Whenever they start, the step at each position runs the same
-        program (`Freezing.program_at`); only the waiting differs.
+        During the warm-up: not when the freezing sequence (the planned
+        run, ``grad_freeze.total_steps``) ends within it (a run that goes on
+        compiles each program when it first needs it); not before the
+        warm-up program has compiled (alone, so the first step waits no
+        longer than for one program); and only once the warm-up's remaining
+        steps, at the measured step time, take no more than twice what
+        compiling the depths one after the other would (before, the
+        compiles would only slow the steps). Whenever they start, the step
+        at each position runs the same program (`Freezing.program_at`);
+        only the waiting differs.
         """
         warmup = self.freeze_warmup_steps
         keys = executables_lib.keys_by_first_use(
             freezing, max(position, warmup)
         )
         if position < warmup and freezing.can_mask:
+            if len(freezing.sequence) * freezing.micro_steps <= warmup:
+                return  # the planned run never leaves the warm-up
             compiled = self.executables.compile_seconds.get(freezing_lib.MASKED)
             if compiled is None:
                 return  # this call compiles the warm-up program first
@@ -460,6 +478,16 @@ class TrainStep:
 
     # -- compiling and inspecting ------------------------------------------
 
+    def program_at(self, position: int) -> int | str | None:
+        """The program train step `position` runs: its freeze depth's own
+        (`Freezing.canonical_depth`), ``"masked"`` (the warm-up program,
+        before `freeze_warmup_steps`), ``None`` without freezing. Call
+        after `init`."""
+        freezing = self.freezing
+        if freezing is None:
+            return None
+        return freezing.program_at(position, self.freeze_warmup_steps)
+
     def program_shares(self) -> dict[int | None, float]:
         """``{program: fraction of the steps it runs}`` over the freezing
         sequence (``{None: 1.0}`` without freezing): the weights of
@@ -506,14 +534,23 @@ class TrainStep:
     def trace(
         self, state: TrainState, batch, depth: int | None = None
     ) -> jax.stages.Traced:
-        """Traces the step (of freeze `depth`; default the first) for
-        `state` and `batch` (arrays, or their shapes:
-        ``jax.ShapeDtypeStruct``): ``.jaxpr``, ``.lower()``."""
+        """Traces the step (of freeze `depth`; default the first;
+        ``"masked"``: the warm-up program) for `state` and `batch` (arrays,
+        or their shapes: ``jax.ShapeDtypeStruct``): ``.jaxpr``,
+        ``.lower()``."""
         if not self._is_own(state):
             self.check_state(state)  # reads no position: shapes will do
         if depth is None and self.freezing is not None:
             depth = 0
-        key = None if depth is None else self._key(depth)
+        if depth == freezing_lib.MASKED:
+            if self.freezing is None or not self.freezing.can_mask:
+                raise ValueError(
+                    f"`depth` {freezing_lib.MASKED!r} (the warm-up program) "
+                    "needs gradient freezing with one optimizer state."
+                )
+            key = depth
+        else:
+            key = None if depth is None else self._key(depth)
         return self.executables.trace(key, state, self._batch(batch))
 
     def lower(
