@@ -162,6 +162,20 @@ class BackgroundCompileTest(absltest.TestCase):
                 if not t:
                     np.testing.assert_array_equal(new_slot, old_slot)
 
+    def test_a_shut_pool_compiles_on_the_spot(self):
+        # What a step does after its compile pool was shut down (at exit):
+        # its queued compiles were cancelled; it compiles what it needs.
+        batches = _batches(n=8)
+        ts, state = _step(background=True, freeze_warmup_steps=0)
+        state, _ = ts(state, batches[0])
+        ts.executables._pool.shutdown()
+        depths = set()
+        for batch in batches[1:]:
+            state, metrics = ts(state, batch)
+            depths.add(int(metrics["frozen_groups"]))
+        self.assertGreater(len(depths), 1)
+        self.assertEqual(ts.pending_compiles, 0)
+
     def test_lower_takes_shapes_with_freezing(self):
         ts, state = _step(background=False)
         batch = _batches(n=1)[0]

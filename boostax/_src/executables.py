@@ -233,6 +233,7 @@ class _CompilePool:
 
     def __init__(self, workers: int):
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._closed = False
         self._threads = [
             threading.Thread(target=self._work, name=f"boostax-compile-{i}")
             for i in range(workers)
@@ -242,13 +243,19 @@ class _CompilePool:
             thread.start()
 
     def submit(self, fn, *args) -> Future:
+        """Queues ``fn(*args)``; after `shutdown`, a cancelled future (the
+        caller compiles on the spot)."""
         future: Future = Future()
-        self._queue.put((future, fn, args))
+        if self._closed:
+            future.cancel()
+        else:
+            self._queue.put((future, fn, args))
         return future
 
     def shutdown(self) -> None:
         """Cancels the queued compiles and stops the threads (a compile
         already running finishes)."""
+        self._closed = True
         while True:
             try:
                 item = self._queue.get_nowait()
