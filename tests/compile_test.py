@@ -2,6 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for compiling the freeze depths in background threads."""
 
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,16 +15,30 @@ import optax
 from absl.testing import absltest
 
 import boostax
-from boostax._src import executables
+from boostax._src import executables, freezing, tree_utils
 from boostax._src import train_step as train_step_lib
 from boostax.examples import models
-from tests import _utils
+from tests import _utils, conftest
 
 GROUPS = 3
 CONFIG = {
     "boost": {"mode": "manual", "grad_freeze": True},
     "grad_freeze": {"param_groups": GROUPS, "total_steps": 40},
 }
+
+
+WARMUP = 4
+
+
+def _slow_compiles(ts, seconds):
+    """Makes every compile of `ts` take `seconds` longer (a slow machine)."""
+    compile_ = ts.executables._compile
+
+    def slow(key, args):
+        time.sleep(seconds)
+        return compile_(key, args)
+
+    ts.executables._compile = slow
 
 
 def _step(background, **kwargs):
@@ -50,34 +70,111 @@ def _batches(n=12, size=32):
 
 
 class BackgroundCompileTest(absltest.TestCase):
-    def test_same_bits_as_ahead_of_time(self):
+    def test_same_bits_whether_programs_were_ready_or_waited_for(self):
+        # Positions 0-3 run the warm-up program, 4-11 the depths' own.
         batches = _batches()
-        ahead, state = _step(background=False)
-        ahead.compile_all(state, batches[0])
+        ahead, state = _step(background=False, freeze_warmup_steps=WARMUP)
+        ahead.compile_all(state, batches[0])  # every program ready
+        programs = [freezing.MASKED, *range(GROUPS)]
+        self.assertCountEqual(ahead.compile_seconds, programs)
         # Compiled on the spot: the wait is the compile time.
-        self.assertEqual(sorted(ahead.compile_seconds), list(range(GROUPS)))
         self.assertAlmostEqual(
             ahead.compile_wait_seconds,
             sum(ahead.compile_seconds.values()),
             delta=0.5,
         )
-        background, other = _step(background=True)
+        background, other = _step(background=True, freeze_warmup_steps=WARMUP)
+        _slow_compiles(background, seconds=1.0)
         depths = []
         for batch in batches:
             state, _ = ahead(state, batch)
             other, metrics = background(other, batch)
             depths.append(int(metrics["frozen_groups"]))
-        self.assertGreater(len(set(depths)), 1)  # several depths ran
+        np.testing.assert_array_equal(depths, ahead.freezing.sequence[:12])
+        self.assertGreater(len(set(depths[WARMUP:])), 1)  # own programs ran
         _utils.assert_trees_equal(other, state)
-        # Every depth of the sequence compiled once, in the background.
+        # Training waited for the slow compiles, and got the same bits.
+        self.assertGreater(background.compile_wait_seconds, 1.0)
+        # Every program compiled once: the warm-up one on the spot, the
+        # depths' in the background.
         compile_all = background.compile_all(other, batches[0])
         self.assertEqual(background.pending_compiles, 0)
-        self.assertEqual(sorted(compile_all), list(range(GROUPS)))
-        self.assertEqual(background.trace_count, GROUPS)
-        self.assertEqual(
-            sorted(background.compile_seconds), list(range(GROUPS))
+        self.assertCountEqual(compile_all, programs)
+        self.assertEqual(background.trace_count, len(programs))
+
+    def test_resumes_exactly_inside_the_warmup(self):
+        batches = _batches(n=8)
+        ts, start = _step(background=True, freeze_warmup_steps=WARMUP)
+        uninterrupted = start
+        for batch in batches:
+            uninterrupted, _ = ts(uninterrupted, batch)
+        resumed = start
+        for batch in batches[:2]:  # stop at position 2, mid-warm-up
+            resumed, _ = ts(resumed, batch)
+        saved = jax.device_get(resumed)
+        fresh, _ = _step(background=True, freeze_warmup_steps=WARMUP)
+        restored = jax.tree.map(jnp.asarray, saved)
+        for batch in batches[2:]:
+            restored, _ = fresh(restored, batch)
+        _utils.assert_trees_equal(restored, uninterrupted)
+
+    def test_warmup_program_trains_like_the_depths_own(self):
+        ts, state = _step(background=False, freeze_warmup_steps=WARMUP)
+        batch = _batches(n=1)[0]
+        sequence = ts.freezing.sequence
+        position = int(np.flatnonzero(sequence[:WARMUP] > 0)[0])
+        depth = int(sequence[position])
+        for _ in range(position):
+            state, _ = ts(state, batch)
+        masked, metrics = ts(state, batch)  # the warm-up program
+        self.assertEqual(int(metrics["frozen_groups"]), depth)
+        own, _ = ts.at_depth(depth)(state, batch)
+        trained = ts.freezing.mask(state.params, depth)
+        self.assertIn(False, jax.tree.leaves(trained))
+        for old, new, expected, t in zip(
+            jax.tree.leaves(state.params),
+            jax.tree.leaves(masked.params),
+            jax.tree.leaves(own.params),
+            jax.tree.leaves(trained),
+            strict=True,
+        ):
+            if t:
+                np.testing.assert_allclose(new, expected, rtol=1e-5, atol=1e-6)
+            else:  # frozen: bit for bit, as the depth's own step keeps it
+                np.testing.assert_array_equal(new, old)
+        _utils.assert_trees_all_close(
+            masked.opt_state, own.opt_state, rtol=1e-5, atol=1e-6
         )
-        self.assertGreater(background.compile_wait_seconds, 0.0)
+        new_adam, old_adam = (
+            tree_utils.find_state(s.opt_state, optax.ScaleByAdamState)
+            for s in (masked, state)
+        )
+        for new, old in (
+            (new_adam.mu, old_adam.mu),
+            (new_adam.nu, old_adam.nu),
+        ):
+            for new_slot, old_slot, t in zip(
+                jax.tree.leaves(new),
+                jax.tree.leaves(old),
+                jax.tree.leaves(trained),
+                strict=True,
+            ):
+                if not t:
+                    np.testing.assert_array_equal(new_slot, old_slot)
+
+    def test_a_shut_pool_compiles_on_the_spot(self):
+        # What a step does after its compile pool was shut down (at exit):
+        # its queued compiles were cancelled; it compiles what it needs.
+        batches = _batches(n=8)
+        ts, state = _step(background=True, freeze_warmup_steps=0)
+        state, _ = ts(state, batches[0])
+        ts.executables._pool.shutdown()
+        depths = set()
+        for batch in batches[1:]:
+            state, metrics = ts(state, batch)
+            depths.add(int(metrics["frozen_groups"]))
+        self.assertGreater(len(depths), 1)
+        self.assertEqual(ts.pending_compiles, 0)
 
     def test_lower_takes_shapes_with_freezing(self):
         ts, state = _step(background=False)
@@ -104,6 +201,7 @@ class BackgroundCompileTest(absltest.TestCase):
         ts, state = _step(background=True, donate_state=True)
         for batch in batches[:4]:
             state, _ = ts(state, batch)
+        ts.compile_all(state, batches[4])  # no background trace after
         traces = ts.trace_count
         # A smaller batch is not what was compiled: jit compiles for it.
         small = (batches[4][0][:7], batches[4][1][:7])
@@ -132,6 +230,49 @@ class BackgroundCompileTest(absltest.TestCase):
         self.assertFalse(ts.background_compile)
         ts, _ = _step(background=True)
         self.assertTrue(ts.background_compile)
+
+
+# Trains one step of O1 with six freeze depths, compiling the other depths
+# in background threads, and exits while they compile.
+EXIT_MID_COMPILE = textwrap.dedent(
+    """
+    import jax, numpy as np, optax, boostax
+    from boostax.examples import models
+
+    model = models.ResNet(stage_sizes=(1, 1), widths=(8, 16))
+    x = np.ones((8, 8, 8, 1), np.float32)
+    ts = boostax.auto_boost(
+        "O1",
+        {"grad_freeze": {"param_groups": 6, "total_steps": 40}},
+        optimizer=optax.adam(1e-2), model=model, loss=models.cross_entropy,
+        sample_inputs=x[:1], background_compile=True,
+        freeze_warmup_steps=0,  # every depth compiles from the first step
+    )
+    state = ts.init(model.init(jax.random.PRNGKey(0), x[:1], train=False))
+    state, _ = ts(state, (x, np.zeros(8, np.int32)))
+    jax.block_until_ready(state)
+    print("compiling", ts.pending_compiles, flush=True)
+    """
+)
+
+
+class ExitTest(absltest.TestCase):
+    def test_exits_cleanly_while_depths_compile(self):
+        env = dict(os.environ)
+        env["XLA_FLAGS"] = " ".join(conftest.COMPILE_FAST_FLAGS)
+        env["PYTHONPATH"] = os.path.dirname(os.path.dirname(__file__))
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)  # really compile
+        for _ in range(3):
+            run = subprocess.run(
+                [sys.executable, "-c", EXIT_MID_COMPILE],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+            pending = int(run.stdout.split("compiling")[-1])
+            self.assertGreater(pending, 0)  # it did exit mid-compile
 
 
 if __name__ == "__main__":

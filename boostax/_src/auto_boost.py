@@ -460,6 +460,7 @@ def auto_boost(
     trajectory: Any = None,
     donate_state: bool = False,
     background_compile: bool | None = None,
+    freeze_warmup_steps: int | None = None,
     skip_nonfinite: bool = False,
     max_consecutive_skips: int | None = 100,
     raise_on_skips: bool = False,
@@ -530,6 +531,14 @@ def auto_boost(
         runs (default: on, unless the environment variable
         ``BOOSTAX_BACKGROUND_COMPILE`` is ``0``). Off, each depth compiles
         when the sequence first reaches it.
+      freeze_warmup_steps: with gradient freezing, the first train steps
+        (positions) run one masked program for every depth (each depth's
+        frozen gradients zeroed, its frozen params and optimizer slots
+        kept: every gradient computed, no saving) while the depths' own
+        programs compile; later steps run their depth's own program. The
+        program of a step depends on its position alone, so the results
+        do not depend on how fast the machine compiles. 0: every step runs
+        its depth's own program. Default: 1024.
       skip_nonfinite: without `loss_scale`, skip (params, optimizer and
         model state left exactly as they were) a step whose gradients are
         not finite, as loss scaling does; `metrics` gets ``overflow``.
@@ -606,6 +615,10 @@ def auto_boost(
     validation.check_bool("has_aux", has_aux)
     validation.check_bool("donate_state", donate_state)
     validation.check_optional_bool("background_compile", background_compile)
+    if freeze_warmup_steps is not None:
+        validation.check_int(
+            "freeze_warmup_steps", freeze_warmup_steps, minimum=0
+        )
     step_builder.check_skip_options(
         skip_nonfinite, max_consecutive_skips, raise_on_skips
     )
@@ -703,6 +716,7 @@ def auto_boost(
         data_parallel=data_parallel,
         donate_state=donate_state,
         background_compile=background_compile,
+        freeze_warmup_steps=freeze_warmup_steps,
         skip_nonfinite=skip_nonfinite,
         max_consecutive_skips=max_consecutive_skips,
         raise_on_skips=raise_on_skips,

@@ -139,9 +139,10 @@ class Executables:
         if key in self._compiled:
             return self._compiled[key]
         start = time.perf_counter()
-        if key in self._pending:
-            compiled = self._pending.pop(key).result()
-        else:
+        future = self._pending.pop(key, None)
+        if future is not None and not future.cancelled():
+            compiled = future.result()
+        else:  # not queued, or cancelled at exit: compile it here
             compiled = self._compile(key, abstract((state, batch)))
         self.compile_wait_seconds += time.perf_counter() - start
         self._compiled[key] = compiled
@@ -153,9 +154,9 @@ class Executables:
 
     def compile_ahead(self, keys: Sequence[Key], state, batch) -> None:
         """Starts compiling the steps of `keys`, in order, in background
-        threads (a pool sized to the host's cores)."""
+        threads (`workers`)."""
         if self._pool is None:
-            self._pool = _CompilePool(os.cpu_count() or 1)
+            self._pool = _CompilePool(workers())
             # Queued compiles are dropped with the step that wanted them.
             weakref.finalize(self, self._pool.shutdown)
         args = abstract((state, batch))
@@ -186,6 +187,12 @@ class Executables:
         compiled = lowered.compile()
         self.compile_seconds[key] = seconds + time.perf_counter() - start
         return compiled
+
+
+def workers() -> int:
+    """Background compile threads: one core is left to the training steps
+    (XLA's compiler and the steps both use every core they get)."""
+    return max(1, (os.cpu_count() or 1) - 1)
 
 
 def abstract(tree):
@@ -220,33 +227,43 @@ def _compile_if_alive(executables_ref: weakref.ref, key, args):
 
 
 class _CompilePool:
-    """Daemon threads running queued compiles in submission order.
+    """Threads running queued compiles in submission order.
 
     Not a ``ThreadPoolExecutor``: its threads are joined when the
-    interpreter exits, so a script that ends while depths it will never use
-    are queued would wait for all of them. Daemon threads are not waited
-    for; `shutdown` cancels what is still queued.
+    interpreter exits after running everything queued, so a script that
+    ends while depths it will never use are queued would wait for all of
+    them. Nor daemon threads: the interpreter tears those down mid-compile,
+    and XLA aborts the process (SIGABRT). Here the threads are ordinary
+    ones, and when the main thread ends (`_shutdown_at_exit`) every pool
+    cancels what is still queued: the interpreter then waits only for the
+    compiles already running, at most one per thread.
     """
 
     def __init__(self, workers: int):
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._closed = False
         self._threads = [
-            threading.Thread(
-                target=self._work, name=f"boostax-compile-{i}", daemon=True
-            )
+            threading.Thread(target=self._work, name=f"boostax-compile-{i}")
             for i in range(workers)
         ]
+        _shutdown_at_exit(self)
         for thread in self._threads:
             thread.start()
 
     def submit(self, fn, *args) -> Future:
+        """Queues ``fn(*args)``; after `shutdown`, a cancelled future (the
+        caller compiles on the spot)."""
         future: Future = Future()
-        self._queue.put((future, fn, args))
+        if self._closed:
+            future.cancel()
+        else:
+            self._queue.put((future, fn, args))
         return future
 
     def shutdown(self) -> None:
         """Cancels the queued compiles and stops the threads (a compile
         already running finishes)."""
+        self._closed = True
         while True:
             try:
                 item = self._queue.get_nowait()
@@ -266,3 +283,37 @@ class _CompilePool:
                 future.set_result(fn(*args))
             except BaseException as error:  # noqa: BLE001 (handed to caller)
                 future.set_exception(error)
+
+
+# The pools to shut down when the main thread ends, and the thread that
+# waits for that.
+_live_pools: weakref.WeakSet[_CompilePool] = weakref.WeakSet()
+_exit_watcher: threading.Thread | None = None
+_exit_lock = threading.Lock()
+
+
+def _shutdown_at_exit(pool: _CompilePool) -> None:
+    """Cancels `pool`'s queued compiles when the main thread ends.
+
+    A (non-daemon) thread joins the main thread: the interpreter's shutdown
+    marks the main thread finished before it joins the other threads, so
+    the watcher wakes then, cancels the queued compiles and lets the pools'
+    threads end, which the interpreter joins. (``atexit`` functions run
+    only after those joins, too late to cancel anything.)
+    """
+    global _exit_watcher
+    with _exit_lock:
+        _live_pools.add(pool)
+        if _exit_watcher is None or not _exit_watcher.is_alive():
+            _exit_watcher = threading.Thread(
+                target=_watch_main_thread, name="boostax-compile-exit"
+            )
+            _exit_watcher.start()
+
+
+def _watch_main_thread() -> None:
+    threading.main_thread().join()
+    with _exit_lock:
+        pools = list(_live_pools)
+    for pool in pools:
+        pool.shutdown()

@@ -445,7 +445,29 @@ class _ParamsSlot:
 
 
 def _merge_states(optimizer, new_sub: Any, old: Any) -> Any:
-    """The new sub-state's values, and `old`'s where the sub-state is masked.
+    """The new sub-state's values, and `old`'s where the sub-state is masked."""
+    return _merge_param_parts(optimizer, merge_trees, new_sub, old)
+
+
+def keep_frozen(optimizer, trained: Any, new: Any, old: Any) -> tuple:
+    """`new` ``(params, opt_state)``, with `old`'s at the leaves where the
+    traced bool tree `trained` is False (their params and optimizer slots).
+
+    Shared non-parameter fields of the state (step counts) take `new`'s, as
+    in `masked_update`.
+    """
+
+    def select(new_tree, old_tree):
+        return jax.tree.map(jnp.where, trained, new_tree, old_tree)
+
+    (params, opt_state), (old_params, old_state) = new, old
+    return select(params, old_params), _merge_param_parts(
+        optimizer, select, opt_state, old_state
+    )
+
+
+def _merge_param_parts(optimizer, merge_params, new: Any, old: Any) -> Any:
+    """`new` state, its parameter-shaped parts ``merge_params(new, old)``.
 
     Parameter-shaped parts of the state are found as ``optax.tree_map_params``
     finds them: by initializing the optimizer on a placeholder.
@@ -454,13 +476,13 @@ def _merge_states(optimizer, new_sub: Any, old: Any) -> Any:
 
     def merge(slot, new, previous):
         if isinstance(slot, _ParamsSlot):
-            return merge_trees(new, previous)
+            return merge_params(new, previous)
         return new
 
     return jax.tree.map(
         merge,
         layout,
-        new_sub,
+        new,
         old,
         is_leaf=lambda x: isinstance(x, _ParamsSlot),
     )
@@ -469,6 +491,15 @@ def _merge_states(optimizer, new_sub: Any, old: Any) -> Any:
 # ---------------------------------------------------------------------------
 # The plan of a freezing run.
 # ---------------------------------------------------------------------------
+
+
+# The key of the warm-up program: it trains every depth (read from the
+# state's position inside the program) with the depth's frozen gradients
+# zeroed and its frozen params and optimizer slots restored after the
+# update, so it computes every gradient (no saving) but is one program for
+# all depths. A step runs it at the positions before `Freezing.program_at`'s
+# warm-up, and its depth's own program after.
+MASKED = "masked"
 
 
 class FreezeState(NamedTuple):
@@ -566,6 +597,48 @@ class Freezing:
         else:
             index = min(index, len(self.sequence) - 1)
         return int(self.sequence[index])
+
+    @property
+    def can_mask(self) -> bool:
+        """Whether the depths have a warm-up program (`MASKED`): not with
+        one optimizer state per group."""
+        return self.group_optimizers is None
+
+    def program_at(self, position: int, warmup: int) -> Any:
+        """The program of train step `position`: `MASKED` before `warmup`
+        (where `can_mask`), else its depth's `canonical_depth`.
+
+        A function of the position alone, so a run's bits do not depend on
+        when a program finished compiling.
+        """
+        if position < warmup and self.can_mask:
+            return MASKED
+        return self.canonical_depth(self.depth(position))
+
+    def traced_depth(self, position: jax.Array) -> jax.Array:
+        """`depth` of a traced position (inside a compiled step)."""
+        index = position // self.micro_steps
+        last = len(self.sequence) - 1
+        if self.wrap:
+            index %= len(self.sequence)
+        else:
+            index = jnp.minimum(index, last)
+        return jnp.asarray(self.sequence)[index]
+
+    def traced_mask(self, params: Any, depth: jax.Array) -> Any:
+        """`mask` of a traced depth: a tree of bool scalars."""
+        table = np.array(
+            [
+                jax.tree.leaves(self.mask(params, k))
+                for k in range(len(self.groups))
+            ],
+            dtype=bool,
+        ).reshape(len(self.groups), -1)
+        rows = jnp.asarray(table)[depth]
+        return jax.tree.unflatten(
+            jax.tree.structure(params),
+            [rows[i] for i in range(table.shape[1])],
+        )
 
     def canonical_depth(self, depth: int) -> int:
         """The first depth with the same compiled step.

@@ -288,7 +288,9 @@ class StepBuilder:
     def _split(self, plan: StepPlan, params, depth):
         """``(mask, trainable, frozen)`` of freeze `depth` (None: no mask)."""
         freezing = plan.freezing
-        if depth is None or freezing.trains_everything(depth, params):
+        if depth is None or depth == freezing_lib.MASKED:
+            return None, params, None
+        if freezing.trains_everything(depth, params):
             return None, params, None
         mask = freezing.mask(params, depth)
         trainable = freezing_lib.mask_tree(params, mask)
@@ -364,6 +366,16 @@ class StepBuilder:
         (_, (loss, model_state, metrics)), grads = jax.value_and_grad(
             loss_fn, has_aux=True
         )(trainable)
+        trained = None
+        if depth == freezing_lib.MASKED:
+            # The warm-up program: every gradient is computed; the frozen
+            # ones are zeroed here and the frozen leaves' params and slots
+            # restored after the update (`freezing.MASKED`).
+            depth = plan.freezing.traced_depth(state.algorithms.freeze.position)
+            trained = plan.freezing.traced_mask(state.params, depth)
+            grads = jax.tree.map(
+                lambda t, g: jnp.where(t, g, jnp.zeros_like(g)), trained, grads
+            )
         _check_metric_names(metrics)
         if dp is not None:
             grads = self._reduce_gradients(grads)
@@ -417,11 +429,15 @@ class StepBuilder:
                 updates, opt_state = _update(
                     plan.optimizer, grads, state.opt_state, trainable, extra
                 )
-                return (
-                    optax.apply_updates(state.params, updates),
-                    opt_state,
-                    model_state,
-                )
+                params = optax.apply_updates(state.params, updates)
+                if trained is not None:
+                    params, opt_state = freezing_lib.keep_frozen(
+                        plan.optimizer,
+                        trained,
+                        (params, opt_state),
+                        (state.params, state.opt_state),
+                    )
+                return params, opt_state, model_state
             updates, opt_state = plan.freezing.update(
                 plan.optimizer,
                 depth,
@@ -469,7 +485,10 @@ class StepBuilder:
             algorithms = algorithms._replace(
                 freeze=freezing_lib.FreezeState(algorithms.freeze.position + 1)
             )
-            metrics = {**metrics, "frozen_groups": jnp.int32(depth)}
+            metrics = {
+                **metrics,
+                "frozen_groups": jnp.asarray(depth, jnp.int32),
+            }
         new_state = state.replace(
             step=optax.safe_increment(state.step),
             params=params,

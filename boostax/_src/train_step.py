@@ -26,8 +26,8 @@ from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
+from boostax._src import program_schedule, skip_watch, step_checks, validation
 from boostax._src import step_builder as step_builder_lib
-from boostax._src import step_checks, user_warnings, validation
 from boostax._src.step_builder import StepPlan, check_skip_options
 from boostax._src.train_state import AlgorithmStates, TrainState
 
@@ -45,10 +45,6 @@ __all__ = (
 # background threads by default (``BOOSTAX_BACKGROUND_COMPILE=0`` turns the
 # default off, e.g. in a test suite that calls many steps only a few times).
 BACKGROUND_COMPILE = os.environ.get("BOOSTAX_BACKGROUND_COMPILE", "1") != "0"
-
-# The most steps whose skip flags the host holds before reading them: a
-# run of skipped steps is noticed at most this many steps late.
-SKIP_CHECK_WINDOW = 100
 
 
 class PlainRecipe(NamedTuple):
@@ -101,8 +97,8 @@ class TrainStep:
     data, a dynamic loss scale stuck at its minimum) the call warns with a
     ``RuntimeWarning``, or raises ``FloatingPointError`` with
     `raise_on_skips`. The host reads the flags in windows of up to
-    `SKIP_CHECK_WINDOW` steps, never the step just dispatched, so the check
-    does not stall the device; it notices a run that late.
+    `skip_watch.SKIP_CHECK_WINDOW` steps, never the step just dispatched,
+    so the check does not stall the device; it notices a run that late.
 
     With gradient freezing, there is one compiled step per freeze depth:
     each differentiates and updates only that depth's trainable suffix. The
@@ -113,12 +109,22 @@ class TrainStep:
     `metrics` then also holds ``"frozen_groups"``, the depth.
 
     Every step is compiled ahead of time for the shapes of the first call.
-    With freezing, the first call also starts compiling the other depths in
-    background threads (a pool sized to the host's cores), in the order the
-    sequence first needs them, while training runs; a step whose depth is
-    not ready waits for exactly that executable. The results are those of
-    `compile_all`. A call with other shapes (say, a smaller last batch)
-    goes through ``jax.jit``, which compiles for them.
+    With freezing, the first `freeze_warmup_steps` positions run one
+    warm-up program for every depth (``"masked"``: all gradients computed,
+    the depth's frozen ones zeroed, its frozen params and optimizer slots
+    kept bit for bit), so training starts after one compile; later
+    positions run their depth's own program (`program_at`). The depths'
+    programs compile in background threads (one core is left to training)
+    in the order the sequence first needs them, started so that they are
+    ready near the warm-up's end, and not during the warm-up when the
+    sequence ends within it; a step whose program is not ready waits for
+    exactly that executable. The program of a step depends on its position
+    alone, so the results are those of `compile_all`, on a fast machine or
+    a slow one, and a resumed run continues bit for bit. A call with other
+    shapes (say, a smaller last batch) goes through ``jax.jit``, which
+    compiles for them. A process that ends while depths compile cancels
+    the queued compiles and waits for the running ones (at most one per
+    thread), then exits normally.
 
     Per call, the step adds one or two microseconds of Python to JAX's own
     dispatch of the compiled program (`benchmarks/step_overhead.py`): the
@@ -163,8 +169,11 @@ class TrainStep:
       data_parallel: the `DataParallel` plan, or ``None``.
       trace_count: how many times a step has been traced (once per freeze
         depth used, for fixed shapes).
-      background_compile: whether the first call with freezing starts
-        compiling every depth of the sequence in background threads.
+      background_compile: whether the depths' programs compile in
+        background threads (else each when first needed).
+      freeze_warmup_steps: with freezing, the positions that run the
+        warm-up program (``"masked"``) before each depth runs its own;
+        default `program_schedule.FREEZE_WARMUP_STEPS` (0: none).
       compile_seconds: ``{depth: seconds}`` spent tracing and compiling
         each executable (the key ``None`` without freezing).
       compile_wait_seconds: how long calls have waited for compilation in
@@ -199,6 +208,7 @@ class TrainStep:
         data_parallel: data_parallel_lib.DataParallel | None = None,
         donate_state: bool = False,
         background_compile: bool | None = None,
+        freeze_warmup_steps: int | None = None,
         skip_nonfinite: bool = False,
         max_consecutive_skips: int | None = 100,
         raise_on_skips: bool = False,
@@ -207,6 +217,13 @@ class TrainStep:
         validation.check_bool("donate_state", donate_state)
         self.donate_state = donate_state
         validation.check_optional_bool("background_compile", background_compile)
+        self.freeze_warmup_steps = (
+            program_schedule.FREEZE_WARMUP_STEPS
+            if freeze_warmup_steps is None
+            else validation.check_int(
+                "freeze_warmup_steps", freeze_warmup_steps, minimum=0
+            )
+        )
         check_skip_options(
             skip_nonfinite, max_consecutive_skips, raise_on_skips
         )
@@ -223,8 +240,6 @@ class TrainStep:
             self._checked_step_function, donate_state=donate_state
         )
         self.config = config
-        self.max_consecutive_skips = max_consecutive_skips
-        self.raise_on_skips = raise_on_skips
         self.background_compile = (
             BACKGROUND_COMPILE
             if background_compile is None
@@ -234,13 +249,14 @@ class TrainStep:
         self.plain_recipe: PlainRecipe | None = None
         self.sample_inputs = None
         # Host side: skip flags not read yet, and the current run of skips.
-        self._skip_flags: list[jax.Array] = []
-        self._skip_run = 0
+        self._skips = skip_watch.SkipWatch(
+            max_consecutive_skips, raise_on_skips
+        )
         # The state this step last returned, and its freeze position: such
         # a state needs no check and no device read.
         self._last: tuple[weakref.ref, int | None] | None = None
-        # With freezing, `_freezing_schedule` (built on the first call).
-        self._schedule: tuple[list[int], int, bool] | None = None
+        # With freezing, its `ProgramSchedule` (built on the first call).
+        self._schedule: program_schedule.ProgramSchedule | None = None
         self._predict = jax.jit(objective.predict)
 
     # -- what the step was built from (read-only views) --------------------
@@ -266,6 +282,19 @@ class TrainStep:
         """The `PrecisionPolicy` of the forward and backward pass, or
         ``None`` (float32)."""
         return self.builder.precision
+
+    @property
+    def max_consecutive_skips(self) -> int | None:
+        return self._skips.limit
+
+    @property
+    def raise_on_skips(self) -> bool:
+        return self._skips.raise_on_skips
+
+    @raise_on_skips.setter
+    def raise_on_skips(self, value: bool) -> None:
+        validation.check_bool("raise_on_skips", value)
+        self._skips.raise_on_skips = value
 
     @property
     def skip_nonfinite(self) -> bool:
@@ -360,8 +389,9 @@ class TrainStep:
             position = last[1]
         else:
             position = self._checked_position(state)
-        if self._skip_flags:
-            self._check_skips()
+        skips = self._skips
+        if skips.flags:
+            skips.check()
         placed = batch
         if self.builder.data_parallel is not None:
             placed = self._batch(batch)
@@ -373,19 +403,27 @@ class TrainStep:
                 and not self.executables.started_background
             ):
                 self._compile_ahead(position, state, batch, placed)
-            # `_key(freezing.depth(position))`, from the sequence's
-            # programs listed once.
-            keys, micro_steps, wrap = (
-                self._schedule or self._freezing_schedule()
-            )
-            index = position // micro_steps
-            key = keys[index % len(keys) if wrap else min(index, len(keys) - 1)]
+            schedule = self._schedule or self._program_schedule()
+            key = schedule.program_at(position)
             new_state, metrics = self.executables(key, state, placed)
             position += 1
         self._last = (weakref.ref(new_state), position)
-        if self.max_consecutive_skips is not None and "overflow" in metrics:
-            self._skip_flags.append(metrics["overflow"])
+        skips.record(metrics)
         return new_state, metrics
+
+    def _compile_ahead(self, position, state, batch, placed) -> None:
+        """Starts compiling the depths' own programs in the background,
+        once the schedule says it is time (`ProgramSchedule.keys_to_compile`).
+        """
+        schedule = self._schedule or self._program_schedule()
+        masked = self.executables.compile_seconds.get(freezing_lib.MASKED)
+        keys = schedule.keys_to_compile(position, masked)
+        if keys is None:
+            return
+        # The batch is checked first: the compiles trace it in other
+        # threads, where a bad batch would fail every depth, not this call.
+        self.objective.check_batch(batch)
+        self.executables.compile_ahead(keys, state, placed)
 
     def at_depth(self, depth: int | None):
         """``step(state, batch)`` that always trains at freeze `depth`.
@@ -413,29 +451,13 @@ class TrainStep:
         share one)."""
         return None if depth is None else self.freezing.canonical_depth(depth)
 
-    def _freezing_schedule(self) -> tuple[list[int], int, bool]:
-        """``(program of each sequence entry, micro_steps, wrap)``: what
-        picking a call's program reads, built once."""
-        freezing = self.freezing
-        self._schedule = (
-            executables_lib.sequence_keys(freezing).tolist(),
-            freezing.micro_steps,
-            freezing.wrap,
+    def _program_schedule(self) -> program_schedule.ProgramSchedule:
+        """The freezing's `ProgramSchedule`, built once (on the first call
+        with freezing: the plan needs the parameters)."""
+        self._schedule = program_schedule.ProgramSchedule(
+            self.freezing, self.freeze_warmup_steps
         )
         return self._schedule
-
-    def _compile_ahead(self, position: int, state, batch, placed) -> None:
-        """Starts the background compiles of every depth (first call).
-
-        The batch is checked first: the compiles trace it in other threads,
-        where a bad batch would fail every depth instead of this call.
-        """
-        self.objective.check_batch(batch)
-        self.executables.compile_ahead(
-            executables_lib.keys_by_first_use(self.freezing, position),
-            state,
-            placed,
-        )
 
     def _checked_step_function(self, key: int | None):
         """The builder's step of `key`, checking the batch when traced.
@@ -484,39 +506,17 @@ class TrainStep:
             return None
         return int(state.algorithms.freeze.position)
 
-    def _check_skips(self) -> None:
-        """Warns (or raises) after `max_consecutive_skips` skipped steps.
-
-        Runs before the next step is dispatched, so an error leaves the
-        caller's state valid (even with `donate_state`).
-        """
-        limit = self.max_consecutive_skips
-        if limit is None or len(self._skip_flags) <= min(
-            limit, SKIP_CHECK_WINDOW
-        ):
-            return
-        # Every flag but the newest: the device has finished (or is
-        # finishing) those steps, so reading them does not stall it.
-        flags = jax.device_get(self._skip_flags[:-1])
-        del self._skip_flags[:-1]
-        for skipped in flags:
-            self._skip_run = self._skip_run + 1 if bool(skipped) else 0
-            if self._skip_run != limit:
-                continue
-            message = (
-                f"{limit} train steps in a row were skipped: their gradients "
-                "were not finite (NaN or inf), so the params and optimizer "
-                "state have not changed since. Look for NaN or inf in the "
-                "data and the loss; a dynamic loss scale at its minimum that "
-                "still overflows means the unscaled loss does. (Set "
-                "`max_consecutive_skips` to change this limit, "
-                "`raise_on_skips=True` to stop training instead.)"
-            )
-            if self.raise_on_skips:
-                raise FloatingPointError(message)
-            user_warnings.warn(message, RuntimeWarning)
-
     # -- compiling and inspecting ------------------------------------------
+
+    def program_at(self, position: int) -> int | str | None:
+        """The program train step `position` runs: its freeze depth's own
+        (`Freezing.canonical_depth`), ``"masked"`` (the warm-up program,
+        before `freeze_warmup_steps`), ``None`` without freezing. Call
+        after `init`."""
+        freezing = self.freezing
+        if freezing is None:
+            return None
+        return freezing.program_at(position, self.freeze_warmup_steps)
 
     def program_shares(self) -> dict[int | None, float]:
         """``{program: fraction of the steps it runs}`` over the freezing
@@ -541,6 +541,8 @@ class TrainStep:
             keys = [None]
         else:
             keys = executables_lib.keys_by_first_use(freezing, position)
+            if position < self.freeze_warmup_steps and freezing.can_mask:
+                keys = [freezing_lib.MASKED, *keys]
             if self.background_compile:
                 self.executables.compile_ahead(keys, state, batch)
         for key in keys:
@@ -562,14 +564,23 @@ class TrainStep:
     def trace(
         self, state: TrainState, batch, depth: int | None = None
     ) -> jax.stages.Traced:
-        """Traces the step (of freeze `depth`; default the first) for
-        `state` and `batch` (arrays, or their shapes:
-        ``jax.ShapeDtypeStruct``): ``.jaxpr``, ``.lower()``."""
+        """Traces the step (of freeze `depth`; default the first;
+        ``"masked"``: the warm-up program) for `state` and `batch` (arrays,
+        or their shapes: ``jax.ShapeDtypeStruct``): ``.jaxpr``,
+        ``.lower()``."""
         if not self._is_own(state):
             self.check_state(state)  # reads no position: shapes will do
         if depth is None and self.freezing is not None:
             depth = 0
-        key = None if depth is None else self._key(depth)
+        if depth == freezing_lib.MASKED:
+            if self.freezing is None or not self.freezing.can_mask:
+                raise ValueError(
+                    f"`depth` {freezing_lib.MASKED!r} (the warm-up program) "
+                    "needs gradient freezing with one optimizer state."
+                )
+            key = depth
+        else:
+            key = None if depth is None else self._key(depth)
         return self.executables.trace(key, state, self._batch(batch))
 
     def lower(

@@ -131,8 +131,8 @@ class BudgetRun:
       seed: the seed (initialization and data order).
       steps: steps trained.
       final_accuracy: test accuracy at the end.
-      depths: the freeze depth (compiled step) of every step; ``None``
-        without freezing.
+      depths: the compiled step of every step: its freeze depth, or
+        ``"masked"`` in the freezing warm-up; ``None`` without freezing.
       compile_wait: seconds the run waited for compilation.
       seconds: the run's time from `depth_step_costs` (set afterwards).
     """
@@ -150,11 +150,7 @@ def _depths(arm: speedup.Arm, steps: int) -> list[int] | None:
     train_step = arm.train_step
     if train_step is None or train_step.freezing is None:
         return None
-    freezing = train_step.freezing
-    canonical = [
-        freezing.canonical_depth(d) for d in range(len(freezing.groups))
-    ]
-    return [canonical[freezing.depth(i)] for i in range(steps)]
+    return [train_step.program_at(i) for i in range(steps)]
 
 
 def train_budget(
@@ -180,7 +176,9 @@ def _compiled_depths(arm: speedup.Arm, state, batch) -> dict[Any, Any]:
         return {None: arm.step}
     if train_step.freezing is None:
         return {None: train_step.lower(state, batch).compile()}
-    used = sorted(train_step.program_shares())
+    used: list[Any] = sorted(train_step.program_shares())
+    if train_step.program_at(0) not in used:
+        used.append(train_step.program_at(0))  # the freezing warm-up's
     return {d: train_step.lower(state, batch, depth=d).compile() for d in used}
 
 
