@@ -20,10 +20,10 @@ from boostax._src.adasum import adasum_reduce as adasum_reduce
 from boostax._src.adasum import (
     hierarchical_adasum_reduce as hierarchical_adasum_reduce,
 )
-from boostax._src.auto_boost import (
+from boostax._src.auto_boost import auto_boost as auto_boost
+from boostax._src.boost_components import (
     AlgorithmNotImplementedError as AlgorithmNotImplementedError,
 )
-from boostax._src.auto_boost import auto_boost as auto_boost
 from boostax._src.centralization import (
     centralize_gradients as centralize_gradients,
 )
@@ -71,14 +71,14 @@ from boostax._src.freeze_out import FreezeOutState as FreezeOutState
 from boostax._src.freeze_out import (
     scale_by_freeze_out as scale_by_freeze_out,
 )
-from boostax._src.freezing import FreezeState as FreezeState
-from boostax._src.freezing import Freezing as Freezing
-from boostax._src.freezing import (
+from boostax._src.freeze_sequence import (
     generate_freeze_index_sequence as generate_freeze_index_sequence,
 )
-from boostax._src.freezing import (
+from boostax._src.freeze_sequence import (
     progressive_freeze_steps as progressive_freeze_steps,
 )
+from boostax._src.freezing import FreezeState as FreezeState
+from boostax._src.freezing import Freezing as Freezing
 from boostax._src.freezing import (
     split_parameters_groups as split_parameters_groups,
 )

@@ -13,7 +13,7 @@ from flax import nnx
 
 import boostax
 from boostax import mindspore as boost
-from boostax._src import auto_boost as auto_boost_lib
+from boostax._src import boost_components
 from boostax.examples import models
 from tests import _utils
 
@@ -86,7 +86,7 @@ class RefusalTest(parameterized.TestCase):
     def test_a_missing_algorithm_raises(self):
         config = {"boost": {"mode": "manual", "dim_reduce": True}}
         missing = {"dim_reduce": "DimReduce (for this test)"}
-        with mock.patch.dict(auto_boost_lib.NOT_IMPLEMENTED, missing):
+        with mock.patch.dict(boost_components.NOT_IMPLEMENTED, missing):
             with self.assertRaises(boostax.AlgorithmNotImplementedError) as cm:
                 _mlp_auto_boost("O0", config)
             self.assertEqual(cm.exception.algorithms, ("dim_reduce",))

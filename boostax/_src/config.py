@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from boostax._src import freezing, user_warnings, validation
+from boostax._src import freeze_sequence, user_warnings, validation
 
 #: The boost levels, as MindSpore names them: ``"O0"`` (no algorithm),
 #: ``"O1"`` (LessBN and gradient freezing), ``"O2"`` (O1 and AdaSum).
@@ -256,9 +256,9 @@ class GradFreezeSection(_Section):
         65536,
         "int",
         _Range(
-            f"in [1, {freezing.MAX_TOTAL_STEPS}] "
-            f"({freezing.TOTAL_STEPS_BOUND})",
-            lambda v: 1 <= v <= freezing.MAX_TOTAL_STEPS,
+            f"in [1, {freeze_sequence.MAX_TOTAL_STEPS}] "
+            f"({freeze_sequence.TOTAL_STEPS_BOUND})",
+            lambda v: 1 <= v <= freeze_sequence.MAX_TOTAL_STEPS,
         ),
     )
 
@@ -626,8 +626,8 @@ def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
         "grad_freeze": {"freeze_type": 2, "freeze_p": 0.7},
     }
     if total_steps is not None:
-        config["grad_freeze"]["total_steps"] = freezing.check_total_steps(
-            "total_steps", total_steps
+        config["grad_freeze"]["total_steps"] = (
+            freeze_sequence.check_total_steps("total_steps", total_steps)
         )
     return config
 

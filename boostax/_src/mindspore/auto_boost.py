@@ -17,6 +17,7 @@ import optax
 
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import auto_boost as auto_boost_lib
+from boostax._src import boost_components as components
 from boostax._src import config as config_lib
 from boostax._src import less_bn as less_bn_lib
 from boostax._src import train_step as train_step_lib
@@ -94,8 +95,8 @@ class AutoBoost:
         """
         validation.check_flax_module("network", network)
         validation.check_optimizer("optimizer", optimizer)
-        auto_boost_lib.check_implemented(self.config)
-        auto_boost_lib.check_compatible(self.config)
+        components.check_implemented(self.config)
+        components.check_compatible(self.config)
         step_options = [
             name
             for name in ("adasum", "dim_reduce", "loss_scale_group")
@@ -113,7 +114,7 @@ class AutoBoost:
             )
         original = network
         if self.config.is_enabled("less_bn"):
-            network, optimizer, _, _ = auto_boost_lib.apply_less_bn(
+            network, optimizer, _, _ = components.apply_less_bn(
                 network, optimizer, self.config, sample_inputs
             )
         if self.config.is_enabled("grad_freeze"):
@@ -126,7 +127,7 @@ class AutoBoost:
                 section.freeze_p,
                 section.total_steps,
             ).freeze_generate(original, optimizer, sample_inputs=sample_inputs)
-        steps = auto_boost_lib.accumulation_steps(self.config)
+        steps = components.accumulation_steps(self.config)
         if steps > 1:
             if isinstance(optimizer, FreezeOpt):
                 raise ValueError(

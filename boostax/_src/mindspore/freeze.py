@@ -17,6 +17,7 @@ import numpy as np
 import optax
 
 from boostax._src import config as config_lib
+from boostax._src import freeze_sequence as freeze_sequence_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import groups, objectives, validation
 from boostax._src import train_step as train_step_lib
@@ -219,7 +220,7 @@ class GradientFreeze:
         seed: int = 0,
     ) -> np.ndarray:
         """See `boostax.generate_freeze_index_sequence`."""
-        return freezing_lib.generate_freeze_index_sequence(
+        return freeze_sequence_lib.generate_freeze_index_sequence(
             parameter_groups_number,
             freeze_strategy,
             freeze_p,

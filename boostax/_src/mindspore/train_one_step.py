@@ -17,7 +17,7 @@ import numpy as np
 import optax
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import auto_boost as auto_boost_lib
+from boostax._src import boost_components as components
 from boostax._src import config as config_lib
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import loss_scale as loss_scale_lib
@@ -119,9 +119,7 @@ class BoostTrainOneStepCell:
                 "common": {"device_number": device_number},
             },
         )
-        self.data_parallel = auto_boost_lib.data_parallel_from_config(
-            config, mesh
-        )
+        self.data_parallel = components.data_parallel_from_config(config, mesh)
 
     def _build(self, network, optimizer, loss, loss_scale, variables, rng):
         self._adasum_update = None
