@@ -152,6 +152,9 @@ def runners(
             loss=loss,
             sample_inputs=batch[0][:1],
             donate_state=donate,
+            # The depths' own programs from the first call (no warm-up
+            # program): what a run past `freeze_warmup_steps` runs.
+            **({"freeze_warmup_steps": 0} if level == "O1" else {}),
         )
         for name, level, config, donate in (
             ("O0", "O0", None, False),

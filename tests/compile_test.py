@@ -96,10 +96,11 @@ class BackgroundCompileTest(absltest.TestCase):
         # Training waited for the slow compiles, and got the same bits.
         self.assertGreater(background.compile_wait_seconds, 1.0)
         # Every program compiled once: the warm-up one on the spot, the
-        # depths' in the background.
+        # depths' in the background (compile_all returns the depths').
         compile_all = background.compile_all(other, batches[0])
         self.assertEqual(background.pending_compiles, 0)
-        self.assertCountEqual(compile_all, programs)
+        self.assertCountEqual(compile_all, range(GROUPS))
+        self.assertCountEqual(background.compile_seconds, programs)
         self.assertEqual(background.trace_count, len(programs))
 
     def test_resumes_exactly_inside_the_warmup(self):

@@ -527,12 +527,16 @@ class TrainStep:
     def compile_all(self, state: TrainState, batch) -> dict[int | None, Any]:
         """Compiles the step of every depth ahead of time.
 
-        With `background_compile`, the depths compile in parallel threads;
-        this waits for all of them.
+        Every program the freezing sequence runs (the order is the one the
+        run from `state`'s position first needs them in, the others after),
+        and, inside the warm-up, the warm-up program. With
+        `background_compile`, they compile in parallel threads; this waits
+        for all of them.
 
         Returns:
-          ``{depth: compiled executable}`` (the key ``None`` without
-          freezing); later calls use them.
+          ``{depth: compiled executable}`` of the depths' own programs (the
+          key ``None`` without freezing); later calls use them. The warm-up
+          program is ``executables.compiled()[freezing.MASKED]``.
         """
         position = self._checked_position(state)
         batch = self._batch(batch)
@@ -541,13 +545,15 @@ class TrainStep:
             keys = [None]
         else:
             keys = executables_lib.keys_by_first_use(freezing, position)
+            keys += [k for k in self.program_shares() if k not in keys]
             if position < self.freeze_warmup_steps and freezing.can_mask:
                 keys = [freezing_lib.MASKED, *keys]
             if self.background_compile:
                 self.executables.compile_ahead(keys, state, batch)
         for key in keys:
             self.executables.executable(key, state, batch)
-        return self.executables.compiled()
+        compiled = self.executables.compiled()
+        return {k: compiled[k] for k in keys if k != freezing_lib.MASKED}
 
     @property
     def model(self):
