@@ -527,11 +527,9 @@ class TrainStep:
     def compile_all(self, state: TrainState, batch) -> dict[int | None, Any]:
         """Compiles the step of every depth ahead of time.
 
-        Every program the freezing sequence runs (the order is the one the
-        run from `state`'s position first needs them in, the others after),
-        and, inside the warm-up, the warm-up program. With
-        `background_compile`, they compile in parallel threads; this waits
-        for all of them.
+        Every program of the freezing sequence (in the order the run from
+        `state`'s position needs them) and, inside the warm-up, the warm-up
+        program; with `background_compile`, in parallel threads.
 
         Returns:
           ``{depth: compiled executable}`` of the depths' own programs (the
