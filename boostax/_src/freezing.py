@@ -334,8 +334,8 @@ def _merge_param_parts(optimizer, merge_params, new: Any, old: Any) -> Any:
 # state's position inside the program) with the depth's frozen gradients
 # zeroed and its frozen params and optimizer slots restored after the
 # update, so it computes every gradient (no saving) but is one program for
-# all depths. A step runs it at the positions before `Freezing.program_at`'s
-# warm-up, and its depth's own program after.
+# all depths. A step runs it at the positions before the warm-up's end, and
+# its depth's own program after (`program_schedule.ProgramSchedule`).
 MASKED = "masked"
 
 
@@ -441,17 +441,6 @@ class Freezing:
         """Whether the depths have a warm-up program (`MASKED`): not with
         one optimizer state per group."""
         return self.group_optimizers is None
-
-    def program_at(self, position: int, warmup: int) -> Any:
-        """The program of train step `position`: `MASKED` before `warmup`
-        (where `can_mask`), else its depth's `canonical_depth`.
-
-        A function of the position alone, so a run's bits do not depend on
-        when a program finished compiling.
-        """
-        if position < warmup and self.can_mask:
-            return MASKED
-        return self.canonical_depth(self.depth(position))
 
     def traced_depth(self, position: jax.Array) -> jax.Array:
         """`depth` of a traced position (inside a compiled step)."""

@@ -46,10 +46,20 @@ class ProgramSchedule:
         # (position, time) of the first call timed after the warm-up
         # program compiled: the step time `keys_to_compile` plans with.
         self._clock: tuple[int, float] | None = None
+        # What `keys_to_compile` reads on every call of the warm-up, worked
+        # out once (listing the programs by first use reads the sequence).
+        self._ends_in_warmup = (
+            len(freezing.sequence) * freezing.micro_steps <= self.warmup
+        )
+        self._programs_after_warmup = len(
+            executables_lib.keys_by_first_use(freezing, self.warmup)
+        )
 
     def program_at(self, position: int):
-        """`Freezing.program_at`: ``MASKED`` before the warm-up's end, else
-        the depth's own program."""
+        """The program of train step `position`: ``MASKED`` before the
+        warm-up's end, else its depth's own (`Freezing.canonical_depth` of
+        `Freezing.depth`). A function of the position alone, so a run's
+        bits do not depend on when a program finished compiling."""
         if position < self.warmup:
             return freezing_lib.MASKED
         keys, index = self._keys, position // self._micro_steps
@@ -72,23 +82,26 @@ class ProgramSchedule:
         more than twice what compiling the depths one after the other would
         (before, the compiles would only slow the steps).
         """
-        freezing, warmup = self.freezing, self.warmup
-        keys = executables_lib.keys_by_first_use(
-            freezing, max(position, warmup)
+        warmup = self.warmup
+        if position < warmup:
+            if self._ends_in_warmup:
+                return None  # the planned run never leaves the warm-up
+            if masked_seconds is None:
+                return None  # this call compiles the warm-up program first
+            now = time.perf_counter()
+            if self._clock is None or self._clock[0] >= position:
+                self._clock = (position, now)
+                return None
+            start, then = self._clock
+            step_seconds = (now - then) / (position - start)
+            compiling = (
+                2
+                * masked_seconds
+                * self._programs_after_warmup
+                / executables_lib.workers()
+            )
+            if (warmup - position) * step_seconds > compiling:
+                return None
+        return executables_lib.keys_by_first_use(
+            self.freezing, max(position, warmup)
         )
-        if position >= warmup:
-            return keys
-        if len(freezing.sequence) * freezing.micro_steps <= warmup:
-            return None  # the planned run never leaves the warm-up
-        if masked_seconds is None:
-            return None  # this call compiles the warm-up program first
-        now = time.perf_counter()
-        if self._clock is None or self._clock[0] >= position:
-            self._clock = (position, now)
-            return None
-        start, then = self._clock
-        step_seconds = (now - then) / (position - start)
-        compiling = 2 * masked_seconds * len(keys) / executables_lib.workers()
-        if (warmup - position) * step_seconds > compiling:
-            return None
-        return keys

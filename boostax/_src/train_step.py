@@ -513,10 +513,10 @@ class TrainStep:
         (`Freezing.canonical_depth`), ``"masked"`` (the warm-up program,
         before `freeze_warmup_steps`), ``None`` without freezing. Call
         after `init`."""
-        freezing = self.freezing
-        if freezing is None:
+        if self.freezing is None:
             return None
-        return freezing.program_at(position, self.freeze_warmup_steps)
+        schedule = self._schedule or self._program_schedule()
+        return schedule.program_at(position)
 
     def program_shares(self) -> dict[int | None, float]:
         """``{program: fraction of the steps it runs}`` over the freezing
@@ -544,7 +544,7 @@ class TrainStep:
         else:
             keys = executables_lib.keys_by_first_use(freezing, position)
             keys += [k for k in self.program_shares() if k not in keys]
-            if position < self.freeze_warmup_steps and freezing.can_mask:
+            if self.program_at(position) == freezing_lib.MASKED:
                 keys = [freezing_lib.MASKED, *keys]
             if self.background_compile:
                 self.executables.compile_ahead(keys, state, batch)
