@@ -39,6 +39,7 @@ from boostax._src import less_bn_linen, tree_diff, validation
 from boostax._src import model_graph as model_graph_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
+from boostax._src.tree_utils import path_names
 
 # The fields of flax's own TrainState; any other field of a subclass that
 # holds a dict is a model-state collection (``batch_stats``).
@@ -345,10 +346,9 @@ def _reference_variables(train_step):
 
 
 def _shapes(tree) -> dict[str, tuple[int, ...]]:
-    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
     return {
-        "/".join(str(getattr(k, "key", k)) for k in path): jnp.shape(leaf)
-        for path, leaf in flat
+        "/".join(path_names(path)): jnp.shape(leaf)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
     }
 
 

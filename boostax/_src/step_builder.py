@@ -241,8 +241,7 @@ class StepBuilder:
 
     def check_state(self, state: Any) -> None:
         """Raises if `state` is not a state of this step (see `TrainStep`)."""
-        if not isinstance(state, TrainState):
-            raise TypeError(step_checks.not_a_state_message(state))
+        step_checks.require_state(state)
         step_checks.check_counters(state)
         plan = self.plan(state.params)
         expected = {
