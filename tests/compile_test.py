@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import optax
 from absl.testing import absltest
 
 import boostax
-from boostax._src import executables, freezing, tree_utils
+from boostax._src import executables, freezing, program_schedule, tree_utils
 from boostax._src import train_step as train_step_lib
 from boostax.examples import models
 from tests import _utils, conftest
@@ -255,6 +256,25 @@ EXIT_MID_COMPILE = textwrap.dedent(
     print("compiling", ts.pending_compiles, flush=True)
     """
 )
+
+
+class WarmupArgumentTest(absltest.TestCase):
+    def test_refused_where_it_would_be_ignored(self):
+        digits = _utils.digits(flat=True)
+        with self.assertRaisesRegex(ValueError, "no freezing"):
+            boostax.auto_boost(
+                "O0",
+                optimizer=optax.sgd(0.1),
+                model=models.MLP(features=(8,)),
+                loss=models.cross_entropy,
+                sample_inputs=digits.x_train[:1],
+                freeze_warmup_steps=8,
+            )
+        one_state_per_group = types.SimpleNamespace(can_mask=False)
+        with self.assertRaisesRegex(ValueError, "FreezeOpt"):
+            program_schedule.ProgramSchedule(one_state_per_group, 8, True)
+        with self.assertRaisesRegex(ValueError, "freeze_warmup_steps"):
+            program_schedule.warmup_steps(-1, object())
 
 
 class ExitTest(absltest.TestCase):

@@ -19,12 +19,31 @@ import time
 
 from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
+from boostax._src import validation
 
 # With gradient freezing, the train steps (positions) that run the warm-up
 # program before each depth runs its own, by default: enough steps for the
 # depths of the bundled models to compile on two CPU cores while training
 # runs (a shorter planned run never compiles them at all).
 FREEZE_WARMUP_STEPS = 1024
+
+
+def warmup_steps(value, freezing) -> int:
+    """`freeze_warmup_steps` checked (`FREEZE_WARMUP_STEPS` where ``None``).
+
+    Raises:
+      ValueError: not an int >= 0, or given to a step without freezing
+        (which would ignore it).
+    """
+    if value is None:
+        return FREEZE_WARMUP_STEPS
+    validation.check_int("freeze_warmup_steps", value, minimum=0)
+    if freezing is None:
+        raise ValueError(
+            "`freeze_warmup_steps` is gradient freezing's, and this step has "
+            "no freezing: drop the argument (or switch grad_freeze on)."
+        )
+    return value
 
 
 class ProgramSchedule:
@@ -34,9 +53,26 @@ class ProgramSchedule:
       freezing: the `Freezing` plan.
       warmup: positions that run the warm-up program (none where the plan
         cannot mask: one optimizer per group).
+      explicit: whether the user gave `warmup` (then a warm-up the plan
+        cannot run is refused, not ignored).
+
+    Raises:
+      ValueError: an explicit warm-up for a plan that cannot mask.
     """
 
-    def __init__(self, freezing: freezing_lib.Freezing, warmup: int):
+    def __init__(
+        self,
+        freezing: freezing_lib.Freezing,
+        warmup: int,
+        explicit: bool = False,
+    ):
+        if explicit and warmup and not freezing.can_mask:
+            raise ValueError(
+                "`freeze_warmup_steps` needs one optimizer state for every "
+                "depth (its warm-up program masks that state), and this "
+                "freezing keeps one per group (FreezeOpt): pass "
+                "freeze_warmup_steps=0 or leave it out."
+            )
         self.freezing = freezing
         self.warmup = warmup if freezing.can_mask else 0
         # What `program_at` reads, listed once: it runs on every call.

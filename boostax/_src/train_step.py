@@ -217,12 +217,9 @@ class TrainStep:
         validation.check_bool("donate_state", donate_state)
         self.donate_state = donate_state
         validation.check_optional_bool("background_compile", background_compile)
-        self.freeze_warmup_steps = (
-            program_schedule.FREEZE_WARMUP_STEPS
-            if freeze_warmup_steps is None
-            else validation.check_int(
-                "freeze_warmup_steps", freeze_warmup_steps, minimum=0
-            )
+        self._warmup_given = freeze_warmup_steps is not None
+        self.freeze_warmup_steps = program_schedule.warmup_steps(
+            freeze_warmup_steps, freezing
         )
         check_skip_options(
             skip_nonfinite, max_consecutive_skips, raise_on_skips
@@ -455,7 +452,7 @@ class TrainStep:
         """The freezing's `ProgramSchedule`, built once (on the first call
         with freezing: the plan needs the parameters)."""
         self._schedule = program_schedule.ProgramSchedule(
-            self.freezing, self.freeze_warmup_steps
+            self.freezing, self.freeze_warmup_steps, self._warmup_given
         )
         return self._schedule
 
