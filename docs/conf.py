@@ -12,7 +12,6 @@ documented by autodoc from the docstrings, one page per group of names.
 """
 
 import os
-import re
 import shutil
 import sys
 
@@ -120,17 +119,6 @@ def _skip_namedtuple_field(app, what, name, obj, skip, options):
     return None
 
 
-def _promote_readme_headings(app, relative_path, parent_docname, content):
-    """Raises README's headings one level where a page includes a section.
-
-    quickstart.md and results.md include a `## ...` section of README.md
-    (between `<!-- docs:...:start/end -->` markers); as a page it must start
-    at `#`, or MyST warns. README has no `## ` lines inside code blocks.
-    """
-    if os.path.basename(relative_path) == "README.md":
-        content[0] = re.sub(r"^#(#+ )", r"\1", content[0], flags=re.MULTILINE)
-
-
 def _check_api_complete(app, env):
     """Fails the build (-W) when a public name is undocumented.
 
@@ -153,6 +141,5 @@ def _check_api_complete(app, env):
 
 def setup(app):
     app.connect("env-check-consistency", _check_api_complete)
-    app.connect("include-read", _promote_readme_headings)
     app.connect("autodoc-process-docstring", _constant_doc)
     app.connect("autodoc-skip-member", _skip_namedtuple_field)
