@@ -577,5 +577,6 @@ class DocsTableTest(absltest.TestCase):
                 f"the code gives:\n{table}",
             )
 
+
 if __name__ == "__main__":
     absltest.main()
