@@ -130,7 +130,8 @@ def normalize_axes(
     ndim = len(shape)
     if not all(validation.is_int(a) for a in axes):
         raise TypeError(
-            f"The axes of {where} must be ints, {validation.got(axes)}."
+            f"The fan-in axes (`axes`) of {where} must be ints, "
+            f"{validation.got(axes)}."
         )
     normal = sorted(int(a) % ndim if -ndim <= a < ndim else -1 for a in axes)
     if not axes or -1 in normal or len(set(normal)) != len(normal):
@@ -140,9 +141,9 @@ def normalize_axes(
     else:
         return tuple(normal)
     raise ValueError(
-        f"The fan-in axes of {where} (shape {tuple(shape)}) must be distinct "
-        "axes in range that leave at least one output axis (None leaves it "
-        f"uncentralized); got {tuple(axes)}: {problem}."
+        f"The fan-in axes (`axes`) of {where} (shape {tuple(shape)}) must be "
+        "distinct axes in range that leave at least one output axis (None "
+        f"leaves it uncentralized); got {tuple(axes)}: {problem}."
     )
 
 
