@@ -377,6 +377,29 @@ class LayerAxesTest(parameterized.TestCase):
         )
         self.assertEqual(axes, {"w": (0, 1)})
 
+        # A Dense kernel stacked by nn.scan, (layers, in, out), is not of
+        # Dense's rank: the rank rule, too (the bias stays out).
+        class Block(nn.Module):
+            @nn.compact
+            def __call__(self, carry, _):
+                return nn.Dense(16)(carry), None
+
+        class Stack(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                scan = nn.scan(
+                    Block,
+                    variable_axes={"params": 0},
+                    split_rngs={"params": True},
+                    length=3,
+                )
+                return scan()(x, None)[0]
+
+        axes = boostax.gradient_centralization_axes(Stack(), jnp.zeros((1, 16)))
+        self.assertEqual(
+            axes["ScanBlock_0"]["Dense_0"], {"kernel": (0, 1), "bias": None}
+        )
+
     def test_mask_applies_mindspore_rules_to_the_true_fan_in(self):
         # Query (16, 4, 8): fan-in 16 (the rank rule reads 4 heads).
         # Out (4, 8, 16): fan-in 32. Out (2, 4, 16): fan-in 8, skipped.

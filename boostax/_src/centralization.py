@@ -291,8 +291,10 @@ def _given_mask(params: Any, mask: Any, entries: list | None) -> list[bool]:
     tree = mask(params) if callable(mask) else mask
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
     on = [bool(b) for b in treedef.flatten_up_to(tree)]
-    for (path, _), selected, entry in zip(flat, on, entries or on, strict=True):
-        if entries is not None and selected and entry is None:
+    if entries is None:
+        return on
+    for (path, _), selected, entry in zip(flat, on, entries, strict=True):
+        if selected and entry is None:
             raise ValueError(
                 f"`mask` selects {'/'.join(path_names(path))} for "
                 "centralization, and `axes` gives it None (no fan-in): give "

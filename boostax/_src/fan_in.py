@@ -152,9 +152,10 @@ def _kernel_axes(module: Any, ndim: int) -> tuple[int, ...] | None:
     if isinstance(module, _DENSE):
         return (0,) if ndim == 2 else None
     if isinstance(module, nn.DenseGeneral):
-        axis = module.axis if isinstance(module.axis, tuple) else (module.axis,)
+        # `axis` and `features`: an int or a sequence of them.
+        axis = (module.axis,) if isinstance(module.axis, int) else module.axis
         features = module.features
-        n_out = len(features) if isinstance(features, tuple) else 1
+        n_out = 1 if isinstance(features, int) else len(features)
         start = len(module.batch_dims)
     elif isinstance(module, nnx.LinearGeneral):
         axis, n_out = module.in_features, len(module.out_features)
@@ -180,7 +181,7 @@ def leaf_fan_in(
     names: tuple[str, ...], ndim: int, layers: ModelLayers
 ) -> LeafFanIn:
     """The fan-in of the parameter at `names` (of rank `ndim`)."""
-    owner, name = names[:-1], names[-1] if names else ""
+    owner, name = names[:-1], (names[-1] if names else "")
     module = layers.modules.get(owner)
     known = _PROJECTIONS + _CONV + _CONV_TRANSPOSE + (nn.ConvLocal,)
     if module is None or not isinstance(module, known + _EMBED):
