@@ -58,6 +58,14 @@ from boostax._src.data_parallel import node_mesh as node_mesh
 from boostax._src.dim_reduce import DimReduceState as DimReduceState
 from boostax._src.dim_reduce import dim_reduce as dim_reduce
 from boostax._src.executables import Executables as Executables
+from boostax._src.fan_in import CentralizationReport as CentralizationReport
+from boostax._src.fan_in import CentralizedLeaf as CentralizedLeaf
+from boostax._src.fan_in import (
+    gradient_centralization_axes as gradient_centralization_axes,
+)
+from boostax._src.fan_in import (
+    gradient_centralization_report as gradient_centralization_report,
+)
 from boostax._src.flax_interop import (
     from_flax_train_state as from_flax_train_state,
 )
@@ -143,6 +151,8 @@ __all__ = (
     "AlgorithmStates",
     "BoostConfig",
     "BoostSection",
+    "CentralizationReport",
+    "CentralizedLeaf",
     "CommonSection",
     "CostReport",
     "DataParallel",
@@ -203,7 +213,9 @@ __all__ = (
     "full_normalization",
     "generate_freeze_index_sequence",
     "gradient_accumulation",
+    "gradient_centralization_axes",
     "gradient_centralization_mask",
+    "gradient_centralization_report",
     "has_updated",
     "hierarchical_adasum_reduce",
     "interleaved_timings",

@@ -55,6 +55,19 @@ BAD_NUMBERS = (
     ("np_bool", np.bool_(True), TypeError),
     ("none", None, TypeError),
 )
+# Per-leaf fan-in axes: one tuple of ints or None per leaf of PARAMS.
+BAD_AXES = (
+    ("str_entry", {"w": "in", "b": None}, TypeError),
+    ("float_entry", {"w": (0.5,), "b": None}, TypeError),
+    ("bool_entry", {"w": (True,), "b": None}, TypeError),
+    ("int_entry", {"w": 0, "b": None}, TypeError),
+)
+BAD_AXES_VALUES = (
+    ("out_of_range", {"w": (2,), "b": None}, ValueError),
+    ("every_axis", {"w": (0, 1), "b": None}, ValueError),
+    ("no_axis", {"w": (), "b": None}, ValueError),
+    ("other_structure", {"v": (0,)}, ValueError),
+)
 BAD_POSITIVE_NUMBERS = BAD_NUMBERS + (
     ("zero", 0.0, ValueError),
     ("negative", -1.0, ValueError),
@@ -228,6 +241,30 @@ _TABLE = [
         "fan_in_multiple",
         lambda v: boostax.with_gradient_centralization(SGD, fan_in_multiple=v),
         BAD_COUNTS,
+    ),
+    (
+        "centralize_gradients",
+        "axes",
+        lambda v: boostax.centralize_gradients(axes=v),
+        BAD_AXES,
+    ),
+    (
+        "gradient_centralization_mask",
+        "axes",
+        lambda v: boostax.gradient_centralization_mask(PARAMS, axes=v),
+        BAD_AXES + BAD_AXES_VALUES,
+    ),
+    (
+        "with_gradient_centralization",
+        "axes",
+        lambda v: boostax.with_gradient_centralization(SGD, axes=v),
+        BAD_AXES,
+    ),
+    (
+        "gradient_centralization_axes",
+        "model",
+        lambda v: boostax.gradient_centralization_axes(v, X),
+        (("optimizer", SGD, TypeError), ("none", None, TypeError)),
     ),
     (
         "DynamicLossScale",

@@ -31,6 +31,7 @@ from boostax._src import (
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import dim_reduce as dim_reduce_lib
+from boostax._src import fan_in as fan_in_lib
 from boostax._src import freeze_out as freeze_out_lib
 from boostax._src import freeze_sequence as freeze_sequence_lib
 from boostax._src import freezing as freezing_lib
@@ -260,7 +261,9 @@ def apply_less_bn(
       ``(reduced_model, optimizer, convert_variables, report)``: the model
       with BatchNorms removed (and the FN head if ``less_bn.fn_flag``), the
       optimizer preceded by gradient centralization (if ``less_bn.gc_flag``;
-      grouped convolutions and the FN head excluded) and before that by
+      over each kernel's fan-in axes from its layer, `fan_in.py`; grouped
+      convolutions, the FN head, embeddings and a vocabulary-sized output
+      layer excluded) and before that by
       `decay` (MindSpore's order), the function that converts the original
       model's variables, and the `LessBNReport`.
     """
@@ -288,6 +291,13 @@ def apply_less_bn(
     )
     reduced = less_bn_lib.apply_plan(model, plan)
     if config.less_bn.gc_flag:
+        # Each kernel's fan-in axes from its layer (attention projections,
+        # embeddings, a language model's head), read from `model` as given:
+        # LessBN keeps the parameter paths.
+        axes = functools.partial(
+            fan_in_lib.leaf_axes,
+            layers=fan_in_lib.model_layers(model, sample_inputs),
+        )
         optimizer = centralization.with_gradient_centralization(
             optimizer,
             weight_decay=decay.rate,
@@ -295,7 +305,9 @@ def apply_less_bn(
             mask=functools.partial(
                 centralization.gradient_centralization_mask,
                 excluded_modules=plan.excluded_from_gc,
+                axes=axes,
             ),
+            axes=axes,
         )
     else:
         optimizer = decay.chain(optimizer)

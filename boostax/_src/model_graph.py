@@ -451,12 +451,54 @@ def model_graph(model: Any, sample_inputs: Any) -> Graph:
     return nnx_graph(model, inputs)
 
 
-def module_calls(model: Any, sample_inputs: Any) -> list[ModuleCall]:
-    """The module calls of a Linen or NNX model, in call order."""
+def trace(
+    model: Any, sample_inputs: Any
+) -> tuple[jex_core.ClosedJaxpr, list[ModuleCall], int]:
+    """`trace_linen` or `trace_nnx` of a model in evaluation mode."""
     inputs = as_inputs(sample_inputs)
     if isinstance(model, nn.Module):
-        return trace_linen(model, inputs, linen_eval_kwargs(model))[1]
-    return trace_nnx(model, inputs)[1]
+        return trace_linen(model, inputs, linen_eval_kwargs(model))
+    return trace_nnx(model, inputs)
+
+
+def module_calls(model: Any, sample_inputs: Any) -> list[ModuleCall]:
+    """The module calls of a Linen or NNX model, in call order."""
+    return trace(model, sample_inputs)[1]
+
+
+def output_calls(
+    closed_jaxpr: jex_core.ClosedJaxpr, calls: list[ModuleCall]
+) -> list[tuple[tuple[int, ...], tuple[ModuleCall, ...]]]:
+    """Which module calls compute each output of a trace.
+
+    The operation producing each output is found looking back through
+    pass-through operations (reshapes, casts); the calls are those in whose
+    scope it ran, outermost first (the model's own call, then its layers:
+    the last one is the layer that produced the output). Outputs that are
+    inputs of the trace (a Linen model's unchanged variables) are skipped.
+
+    Returns:
+      One ``(shape, calls)`` pair per output computed by the model.
+    """
+    jaxpr = closed_jaxpr.jaxpr
+    producer = {var: eqn for eqn in jaxpr.eqns for var in eqn.outvars}
+    found = []
+    for var in jaxpr.outvars:
+        eqn = producer.get(var)
+        while (
+            eqn is not None
+            and eqn.primitive.name in _PASS_THROUGH
+            and eqn.invars
+            and not isinstance(eqn.invars[0], jex_core.Literal)
+            and eqn.invars[0] in producer
+        ):
+            eqn = producer[eqn.invars[0]]
+        if eqn is None:
+            continue
+        name_stack = str(eqn.source_info.name_stack)
+        owners = tuple(calls[int(i)] for i in _SCOPE_RE.findall(name_stack))
+        found.append((tuple(var.aval.shape), owners))
+    return found
 
 
 def param_shapes(model: Any, sample_inputs: Any) -> Any:
