@@ -145,6 +145,38 @@ class OptimizerProcessTest(parameterized.TestCase):
         )
         self.assertEqual(params_dict[("fc",)], "fn_head")
 
+    def test_attention_kernels_centralized_over_their_layers_fan_in(self):
+        # With sample inputs the fan-in axes come from each kernel's layer:
+        # the query kernel (in, heads, head_dim) over `in` only (the rank
+        # rule reads `heads` as the fan-in and skips it), the embedding not.
+        model = models.NNXTransformer(
+            context=8, d_model=32, num_heads=2, num_blocks=1, rngs=nnx.Rngs(0)
+        )
+        tokens = np.zeros((1, 8), np.int32)
+        process = boost.OptimizerProcess(optax.sgd(1.0))
+        process.add_grad_centralization(model, tokens)
+        params = nnx.state(model, nnx.Param)
+        grads = jax.tree.map(
+            lambda p: jnp.asarray(
+                np.random.default_rng(p.size).normal(size=p.shape), p.dtype
+            ),
+            params,
+        )
+        tx = process.generate_new_optimizer()
+        updates, _ = jax.jit(tx.update)(grads, tx.init(params), params)
+        query = grads["blocks"][0]["attention"]["query"]["kernel"].get_value()
+        reference = np.asarray(query, np.float64)
+        reference = reference - reference.mean(axis=0, keepdims=True)
+        np.testing.assert_allclose(
+            updates["blocks"][0]["attention"]["query"]["kernel"].get_value(),
+            -reference,
+            atol=1e-5,
+        )
+        np.testing.assert_array_equal(
+            updates["tokens"]["embedding"].get_value(),
+            -grads["tokens"]["embedding"].get_value(),
+        )
+
     def test_errors(self):
         with self.assertRaisesRegex(ValueError, "need `param_labels`"):
             boost.OptimizerProcess({"a": optax.sgd(0.1)})

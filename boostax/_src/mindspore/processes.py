@@ -18,7 +18,13 @@ import optax
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import centralization, groups, model_graph, validation
+from boostax._src import (
+    centralization,
+    fan_in,
+    groups,
+    model_graph,
+    validation,
+)
 from boostax._src import less_bn as less_bn_lib
 
 
@@ -120,6 +126,7 @@ class OptimizerProcess:
         self.origin_params = param_labels
         self.weight_decay = weight_decay
         self.gc_mask = None
+        self.gc_axes = None
 
     @staticmethod
     def build_params_dict(network: Any, sample_inputs: Any = None) -> dict:
@@ -155,11 +162,14 @@ class OptimizerProcess:
         return {path: kind for path, kind in found.items() if kind}
 
     @staticmethod
-    def build_gc_params_group(params_dict: Mapping, parameters: Any) -> Any:
+    def build_gc_params_group(
+        params_dict: Mapping, parameters: Any, axes: Any = None
+    ) -> Any:
         """Which leaves of `parameters` get gradient centralization.
 
         MindSpore's rules (`boostax.gradient_centralization_mask`), with the
-        grouped convolutions and FN heads of `params_dict` excluded.
+        grouped convolutions and FN heads of `params_dict` excluded, applied
+        to each leaf's fan-in over `axes` (default: the rank rule).
         """
         excluded = [
             path
@@ -167,7 +177,7 @@ class OptimizerProcess:
             if kind in ("grouped_conv", "fn_head")
         ]
         return centralization.gradient_centralization_mask(
-            parameters, excluded_modules=excluded
+            parameters, excluded_modules=excluded, axes=axes
         )
 
     def add_grad_centralization(
@@ -179,12 +189,23 @@ class OptimizerProcess:
           params_or_model: the parameters (name and shape rules only), an
             NNX module, or a Linen module (traced on `sample_inputs`), whose
             grouped convolutions and FN heads are also excluded.
-          sample_inputs: for a Linen module, one batch of inputs.
+          sample_inputs: for a Linen module, one batch of inputs; for an
+            NNX module, optional: given, each kernel is centralized over the
+            fan-in axes of the layer that owns it
+            (`boostax.gradient_centralization_axes`: attention projections,
+            embeddings and a language model's head read right); without
+            it, and for bare parameters, the rank rule (every axis but the
+            last; MindSpore's).
         """
         if isinstance(params_or_model, (nn.Module, nnx.Module)):
             params_dict = self.build_params_dict(params_or_model, sample_inputs)
+            if sample_inputs is not None:
+                self.gc_axes = functools.partial(
+                    fan_in.leaf_axes,
+                    layers=fan_in.model_layers(params_or_model, sample_inputs),
+                )
             self.gc_mask = functools.partial(
-                self.build_gc_params_group, params_dict
+                self.build_gc_params_group, params_dict, axes=self.gc_axes
             )
             return
         if not jax.tree.leaves(params_or_model):
@@ -219,7 +240,11 @@ class OptimizerProcess:
         )
         steps = [self._decay()]
         if self.gc_mask is not None:
-            steps.append(centralization.centralize_gradients(self.gc_mask))
+            steps.append(
+                centralization.centralize_gradients(
+                    self.gc_mask, axes=self.gc_axes
+                )
+            )
         return optax.chain(*steps, core)
 
 
