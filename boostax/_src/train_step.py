@@ -614,7 +614,7 @@ class TrainStep:
     def step(self):
         """The jitted ``step(state, batch)``; with freezing or a
         sequence-length warm-up, `__call__`."""
-        if self.builder.freezing is not None or self.seq_len_warmup:
+        if self.builder.freezing is not None or self.seq_len_warmup is not None:
             return self
         return self.executables.jitted(None)
 
