@@ -12,6 +12,7 @@ from absl.testing import absltest, parameterized
 from flax import linen as nn
 
 import boostax
+from boostax._src import program_schedule
 from tests import _utils
 
 VOCAB = 16
@@ -308,6 +309,52 @@ class FreezingTest(absltest.TestCase):
         )
 
 
+class ProgramScheduleTest(absltest.TestCase):
+    """The programs with freezing and lengths, listed without compiling."""
+
+    def setUp(self):
+        super().setUp()
+        freezing = boostax.Freezing(
+            ((("a",), ("b",)), (("b",),)), np.array([0, 1, 1, 0])
+        )
+        lengths = boostax.seq_len_warmup(10, **WARMUP).bind(FULL)
+        self.schedule = program_schedule.ProgramSchedule(
+            freezing, 2, lengths=lengths
+        )
+
+    def test_programs_and_shares(self):
+        schedule = self.schedule
+        self.assertEqual(
+            [schedule.program_at(p) for p in range(7)],
+            [("masked", 8), ("masked", 8), (1, 8), (0, 12), (0, 12)]
+            + [(1, 12), (1, 16)],
+        )
+        self.assertEqual(
+            schedule.shares(),
+            {
+                (0, 8): 0.1,
+                (1, 8): 0.2,
+                (0, 12): 0.2,
+                (1, 12): 0.1,
+                (0, 16): 0.2,
+                (1, 16): 0.2,
+            },
+        )
+
+    def test_background_compiles_in_order_of_first_use(self):
+        schedule = self.schedule
+        self.assertIsNone(schedule.keys_to_compile(0, {}))
+        compiled = {("masked", 8): 1.0}
+        # The warm-up's own lengths first, then (after it) every program.
+        self.assertEqual(schedule.keys_to_compile(0, compiled), [("masked", 8)])
+        self.assertFalse(schedule.queued_all)
+        self.assertEqual(
+            schedule.keys_to_compile(2, compiled),
+            [(1, 8), (0, 12), (1, 12), (1, 16), (0, 16)],
+        )
+        self.assertTrue(schedule.queued_all)
+
+
 class ErrorsTest(parameterized.TestCase):
     @parameterized.parameters(
         (dict(total_steps=0), ValueError, "`total_steps` must be an int >= 1"),
@@ -385,6 +432,31 @@ class ConfigTest(absltest.TestCase):
             "O0", optimizer=optax.sgd(0.1), model=Tiny(), loss=cross_entropy
         )
         self.assertIsNone(off.seq_len_warmup)
+
+    def test_background_compile_gives_the_same_bits(self):
+        data = batches(7)
+        config = {
+            "seq_len_warmup": {"enabled": True, "total_steps": 10, **WARMUP}
+        }
+        states = []
+        for background in (True, False):
+            step = boostax.auto_boost(
+                "O0",
+                config,
+                optimizer=optax.adam(1e-2),
+                model=Tiny(),
+                loss=cross_entropy,
+                background_compile=background,
+            )
+            state = step.init(variables())
+            for batch in data:
+                state, _ = step(state, batch)
+            states.append(state)
+            self.assertEqual(
+                sorted(step.compile_seconds),
+                [(None, 8), (None, 12), (None, 16)],
+            )
+        _utils.assert_trees_equal(states[0].params, states[1].params)
 
     def test_bad_config(self):
         with self.assertRaisesRegex(ValueError, "`seq_len_warmup.total_steps`"):
