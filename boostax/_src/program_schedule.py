@@ -105,6 +105,10 @@ class ProgramSchedule:
         if lengths is None:
             self.program_at = self._freeze_at  # the per-call path, direct
         if freezing is None:
+            # The programs of the warm-up's updates, listed once.
+            self._by_update = [(None, int(n)) for n in lengths.table]
+            self._full = (None, lengths.full_length)
+            self.program_at = self._length_at
             return
         # What `program_at` reads, listed once: it runs on every call.
         self._keys = executables_lib.sequence_keys(freezing).tolist()
@@ -128,6 +132,11 @@ class ProgramSchedule:
         compiling."""
         depth = None if self.freezing is None else self._freeze_at(position)
         return (depth, self.lengths.at(position))
+
+    def _length_at(self, position: int):
+        update = position // self.lengths.micro_steps
+        by_update = self._by_update
+        return by_update[update] if update < len(by_update) else self._full
 
     def _freeze_at(self, position: int):
         if position < self.warmup:
