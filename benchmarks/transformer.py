@@ -31,8 +31,11 @@ order with MindSpore's schedule (interval, ``freeze_p`` 0.7), a lighter one
 micro-steps, the schedule over the updates); a dynamic loss scale; AdaSum
 across 8 simulated CPU devices (steps to target and costs from XLA only:
 wall time on simulated devices that share two cores is not judged, and not
-timed); DimReduce (plain for the first half of the budget while recording
-the weight trajectory, then DimReduce in its PCA subspace). Controls, run
+timed); sequence-length warm-up (Composer's defaults: the first 30% of the
+updates train on the first 8, 16, ... positions of each window, one
+compiled program per length; `boostax.seq_len_warmup`); DimReduce (plain
+for the first half of the budget while recording the weight trajectory,
+then DimReduce in its PCA subspace). Controls, run
 when named: plain Optax (O0) at 2x and 4x the peak learning rate.
 
 The full run writes its training curves first (``"complete": false``),
@@ -134,6 +137,9 @@ ARMS: dict[str, ArmSpec] = {
     "AdaSum 8 devices": ArmSpec(
         "O2", {"boost": {**_ONLY, "adasum": True}}, mesh=True
     ),
+    # Composer's defaults (duration 0.3, lengths from 8 by 8); its
+    # `total_steps` is set to the budget's updates.
+    "seq-len warm-up": ArmSpec(config={"seq_len_warmup": {"enabled": True}}),
     "DimReduce": ArmSpec(dim_reduce=True),
 }
 # Controls, run when named (--arms): O0 (plain Optax) at larger peak
@@ -180,7 +186,12 @@ def plain_arm(workload: lm.Workload) -> Arm:
 
 def _updates(workload: lm.Workload, spec: ArmSpec) -> int:
     """Optimizer updates in the budget (fewer with accumulation)."""
-    config = boostax.boost_config(spec.level, spec.config)
+    sections = {
+        name: keys
+        for name, keys in (spec.config or {}).items()
+        if name != "seq_len_warmup"  # its total_steps is set from these
+    }
+    config = boostax.boost_config(spec.level, sections)
     if config.is_enabled("grad_accumulation"):
         return workload.steps // config.grad_accumulation.grad_accumulation_step
     return workload.steps
@@ -191,6 +202,8 @@ def boost_arm(
 ) -> Arm:
     """`boostax.auto_boost` as `spec` says (see `ArmSpec`)."""
     config = {key: dict(value) for key, value in (spec.config or {}).items()}
+    if config.get("seq_len_warmup", {}).get("enabled"):
+        config["seq_len_warmup"]["total_steps"] = _updates(workload, spec)
     enabled = boostax.boost_config(spec.level, config).is_enabled
     if enabled("grad_freeze"):
         config["grad_freeze"]["total_steps"] = workload.steps

@@ -45,8 +45,8 @@ from boostax._src.config import (
 )
 from boostax._src.config import GradFreezeSection as GradFreezeSection
 from boostax._src.config import LessBNSection as LessBNSection
+from boostax._src.config import SeqLenWarmupSection as SeqLenWarmupSection
 from boostax._src.config import boost_config as boost_config
-from boostax._src.config import recipe as recipe
 from boostax._src.cost import ACCELERATORS as ACCELERATORS
 from boostax._src.cost import Accelerator as Accelerator
 from boostax._src.cost import CostReport as CostReport
@@ -119,6 +119,12 @@ from boostax._src.pca_file import load_pca_matrix as load_pca_matrix
 from boostax._src.pca_file import save_pca_matrix as save_pca_matrix
 from boostax._src.precision import PrecisionPolicy as PrecisionPolicy
 from boostax._src.precision import precision_policy as precision_policy
+from boostax._src.recipes import recipe as recipe
+from boostax._src.seq_len_warmup import SeqLenWarmup as SeqLenWarmup
+from boostax._src.seq_len_warmup import seq_len_warmup as seq_len_warmup
+from boostax._src.seq_len_warmup import (
+    truncate_sequence as truncate_sequence,
+)
 from boostax._src.snapshots import Trajectory as Trajectory
 from boostax._src.snapshots import flatten_params as flatten_params
 from boostax._src.snapshots import load_trajectory as load_trajectory
@@ -131,13 +137,13 @@ from boostax._src.step_bytes import collective_bytes as collective_bytes
 from boostax._src.step_bytes import compute_dtypes as compute_dtypes
 from boostax._src.step_bytes import saved_activations as saved_activations
 from boostax._src.step_bytes import step_bytes as step_bytes
+from boostax._src.step_factory import make_train_step as make_train_step
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
 from boostax._src.train_step import PlainRecipe as PlainRecipe
 from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
-from boostax._src.train_step import make_train_step as make_train_step
 from boostax._src.trajectory import pca_matrix as pca_matrix
 
 __version__ = "0.1.0.dev0"
@@ -186,6 +192,8 @@ __all__ = (
     "PrecisionPolicy",
     "RemovedBatchNorm",
     "SavedActivations",
+    "SeqLenWarmup",
+    "SeqLenWarmupSection",
     "StaticLossScale",
     "StepBuilder",
     "StepBytes",
@@ -237,9 +245,11 @@ __all__ = (
     "save_snapshot",
     "saved_activations",
     "scale_by_freeze_out",
+    "seq_len_warmup",
     "split_parameters_groups",
     "step_bytes",
     "to_flax_train_state",
+    "truncate_sequence",
     "with_gradient_centralization",
 )
 

@@ -77,6 +77,8 @@ class DefaultsTest(parameterized.TestCase):
         extras["zero_init_residual"] = False
         for key, value in extras.items():
             self.assertEqual(defaults["less_bn"].pop(key), value)
+        # boostax's own section (sequence-length warm-up) is off.
+        self.assertFalse(defaults.pop("seq_len_warmup")["enabled"])
         self.assertEqual(defaults, SEED_DEFAULTS)
 
     def test_empty_dict_none_and_empty_string_give_defaults(self):

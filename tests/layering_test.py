@@ -38,6 +38,7 @@ STEP_LAYER = frozenset(
         "mindspore",
         "objectives",
         "step_builder",
+        "step_factory",
         "train_state",
         "train_step",
     }

@@ -27,6 +27,7 @@ from boostax._src import (
 )
 from boostax._src import objectives as objectives_lib
 from boostax._src import precision as precision_lib
+from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src import weight_decay as weight_decay_lib
 
@@ -70,7 +71,9 @@ def auto_boost(
     `mesh`; MindSpore's O2 skips AdaSum while freezing is on, boostax runs
     both). With ``dim_reduce`` on (manual mode), DimReduce replaces
     `optimizer`: pass the PCA matrix, a trajectory, or the config's
-    ``pca_mat_path`` / ``weight_load_dir``.
+    ``pca_mat_path`` / ``weight_load_dir``. The config's ``seq_len_warmup``
+    section (boostax's; ``enabled`` True) adds a sequence-length warm-up
+    (`boostax.seq_len_warmup`) at any level.
 
     Args:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
@@ -314,6 +317,9 @@ def auto_boost(
         max_consecutive_skips=max_consecutive_skips,
         raise_on_skips=raise_on_skips,
         precision=precision,
+        seq_len_warmup=seq_len_warmup_lib.from_config(
+            boost_config.seq_len_warmup
+        ),
     )
     train_step.less_bn_report = less_bn_report
     train_step.plain_recipe = plain

@@ -96,6 +96,7 @@ _KIND_TEXT = {
     "seconds": "a number of seconds (inf: wait forever)",
     "int_list": "a list of ints (or a single int)",
     "path": "a path (str or os.PathLike) or None",
+    "optional_int": "an int or None",
 }
 
 
@@ -135,6 +136,12 @@ def _coerce(name: str, kind: str, value):
         if not all(validation.is_int(v) for v in value):
             raise bad_type
         return tuple(int(v) for v in value)
+    if kind == "optional_int":
+        if value is None:
+            return None
+        if not validation.is_int(value):
+            raise bad_type
+        return int(value)
     if kind == "path":
         if value is None:
             return None
@@ -291,6 +298,44 @@ class DimReduceSection(_Section):
     timeout: float = _key(1800.0, "seconds", _at_least(0))
 
 
+@dataclasses.dataclass(frozen=True)
+class SeqLenWarmupSection(_Section):
+    """Section ``seq_len_warmup`` (boostax's; not MindSpore's): sequence-length
+    warm-up (`boostax.seq_len_warmup`, Composer's ``SeqLengthWarmup``).
+
+    Off unless ``enabled`` (no level or mode switches it on: it needs
+    batches of sequences). ``total_steps`` (the run's optimizer updates) is
+    then required; ``max_seq_length`` ``None`` takes the batch's length.
+    """
+
+    NAME: ClassVar[str] = "seq_len_warmup"
+    enabled: bool = _key(False, "bool")
+    total_steps: int | None = _key(None, "optional_int", _at_least(1))
+    duration: float = _key(0.3, "float", _interval(0, 1, open_low=True))
+    min_seq_length: int = _key(8, "int", _at_least(1))
+    max_seq_length: int | None = _key(None, "optional_int", _at_least(1))
+    step_size: int = _key(8, "int", _at_least(1))
+    seq_axis: int = _key(1, "int", _at_least(1))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.enabled and self.total_steps is None:
+            raise ValueError(
+                "`seq_len_warmup.total_steps` (the run's length in optimizer "
+                "updates, over whose `duration` the lengths grow) is needed "
+                "when `seq_len_warmup.enabled` is True."
+            )
+        if (
+            self.max_seq_length is not None
+            and self.max_seq_length <= self.min_seq_length
+        ):
+            raise ValueError(
+                "`seq_len_warmup.max_seq_length` must be above "
+                f"`seq_len_warmup.min_seq_length` ({self.min_seq_length}), "
+                f"got {self.max_seq_length}."
+            )
+
+
 SECTIONS: Mapping[str, type[_Section]] = {
     cls.NAME: cls
     for cls in (
@@ -300,6 +345,7 @@ SECTIONS: Mapping[str, type[_Section]] = {
         GradFreezeSection,
         GradAccumulationSection,
         DimReduceSection,
+        SeqLenWarmupSection,
     )
 }
 
@@ -429,6 +475,15 @@ def _warn_ignored_settings(config: BoostConfig) -> None:
             "schedules and fuses collectives itself.",
             UserWarning,
         )
+    warmup = config.seq_len_warmup
+    changed = [c for c in _changed_keys(warmup) if "enabled" not in c]
+    if changed and not warmup.enabled:
+        user_warnings.warn(
+            f"{', '.join(f'`{c}`' for c in changed)} is ignored: "
+            "`seq_len_warmup.enabled` is False. Set it True, or drop the "
+            "setting.",
+            UserWarning,
+        )
     if (
         config.mode == "manual"  # the user switched it on (no level does)
         and config.is_enabled("grad_accumulation")
@@ -468,6 +523,7 @@ class BoostConfig:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
       boost, common, less_bn, grad_freeze, grad_accumulation, dim_reduce: the
         sections, each a frozen dataclass with MindSpore's defaults.
+      seq_len_warmup: boostax's sequence-length warm-up (off by default).
 
     Example:
       >>> import boostax
@@ -491,6 +547,7 @@ class BoostConfig:
     grad_freeze: GradFreezeSection = GradFreezeSection()
     grad_accumulation: GradAccumulationSection = GradAccumulationSection()
     dim_reduce: DimReduceSection = DimReduceSection()
+    seq_len_warmup: SeqLenWarmupSection = SeqLenWarmupSection()
 
     def __post_init__(self):
         check_level(self.level)
@@ -585,51 +642,6 @@ class BoostConfig:
                 f"{algorithm!r}.{_closest(algorithm, ALGORITHMS)}"
             )
         return getattr(self.boost, algorithm)
-
-
-def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
-    """boostax's O1 recipe: O1's algorithms configured to cost fewer steps.
-
-    MindSpore's O1 (LessBN with its FN head, and random gradient freezing)
-    costs more steps than it saves time on a CIFAR-shaped ResNet (see the
-    README's results). The recipe keeps the parts that measured cheapest:
-
-    - LessBN's BatchNorm removal with gradient centralization, and the dense
-      head kept (``fn_flag`` False: the FN head costs steps here);
-    - progressive freezing (``freeze_type`` 2, FreezeOut): the earliest
-      groups anneal to zero and freeze for good from 70% of training on
-      (``freeze_p`` 0.7), so the saved compute grows through training.
-
-    Pass it as the config of level ``"O1"``; change any key as with any
-    config. Measured on that ResNet (README, "Over training budgets"): at
-    the budget where plain Optax plateaus, 0.75x its time for 1.1 points
-    less accuracy; at twice that budget, plain's accuracy in 0.73x its
-    time. Not sooner to plain's plateau accuracy.
-
-    Args:
-      total_steps: the run's length in updates (``grad_freeze.total_steps``),
-        over which the progressive schedule spreads; default MindSpore's
-        65536.
-
-    Returns:
-      A new config dict (mode ``"manual"``).
-
-    Example:
-      >>> import boostax
-      >>> config = boostax.recipe(total_steps=1000)
-      >>> boostax.BoostConfig.from_dict(config, level="O1").enabled_algorithms
-      ('less_bn', 'grad_freeze')
-    """
-    config = {
-        "boost": {"mode": "manual", "less_bn": True, "grad_freeze": True},
-        "less_bn": {"fn_flag": False, "gc_flag": True},
-        "grad_freeze": {"freeze_type": 2, "freeze_p": 0.7},
-    }
-    if total_steps is not None:
-        config["grad_freeze"]["total_steps"] = (
-            freeze_sequence.check_total_steps("total_steps", total_steps)
-        )
-    return config
 
 
 def boost_config(

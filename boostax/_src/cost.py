@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
-from boostax._src import hlo_kernels, validation
+from boostax._src import hlo_kernels, step_factory, validation
 from boostax._src import step_bytes as step_bytes_lib
 from boostax._src import train_step as train_step_lib
 
@@ -458,6 +458,13 @@ def _ratio(value: float, reference: float) -> str:
 def _names(shares) -> dict[Any, str]:
     if list(shares) == [None]:
         return {None: "step"}
+    if all(isinstance(k, tuple) for k in shares):  # (depth, length) programs
+        return {
+            k: f"length {k[1]}"
+            if k[0] is None
+            else f"depth {k[0]}, length {k[1]}"
+            for k in sorted(shares)
+        }
     return {k: f"depth {k}" for k in sorted(shares)}
 
 
@@ -471,7 +478,7 @@ def _plain_step(train_step, state, batch):
             "not built by `auto_boost`): pass `baseline=` (a train step or "
             "a jitted `step(state, batch)`) and `baseline_state=`."
         )
-    single = train_step_lib.make_train_step(**recipe.kwargs)
+    single = step_factory.make_train_step(**recipe.kwargs)
 
     def init():
         variables = single.objective.initial_variables(batch)
@@ -480,7 +487,7 @@ def _plain_step(train_step, state, batch):
     abstract_state = jax.eval_shape(init)
     if recipe.mesh is None:
         return single, abstract_state
-    plain = train_step_lib.make_train_step(
+    plain = step_factory.make_train_step(
         **recipe.kwargs,
         data_parallel=data_parallel_lib.DataParallel(recipe.mesh),
     )

@@ -11,11 +11,17 @@ and the depths' own programs compile in the background meanwhile. The
 program of a step depends on its position alone (`program_at`), never on
 when a compile finished, so a run gives the same bits on a fast and a slow
 machine, and a resumed run continues bit for bit; only the waiting differs.
+
+With a sequence-length warm-up (`seq_len_warmup.py`), each length is a
+program too: a program is then ``(freeze program or None, length)``, the
+length also a function of the position.
 """
 
 from __future__ import annotations
 
 import time
+
+import numpy as np
 
 from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
@@ -47,14 +53,17 @@ def warmup_steps(value, freezing) -> int:
 
 
 class ProgramSchedule:
-    """The program of every train step of a `Freezing` plan.
+    """The program of every train step: its freeze depth and its length.
 
     Args:
-      freezing: the `Freezing` plan.
-      warmup: positions that run the warm-up program (none where the plan
-        cannot mask: one optimizer per group).
+      freezing: the `Freezing` plan, or ``None``.
+      warmup: with freezing, positions that run the warm-up program (none
+        where the plan cannot mask: one optimizer per group).
       explicit: whether the user gave `warmup` (then a warm-up the plan
         cannot run is refused, not ignored).
+      lengths: the `seq_len_warmup.Lengths` of a sequence-length warm-up,
+        or ``None``. With it, a program is ``(freeze program, length)``
+        (the freeze program ``None`` without freezing).
 
     Raises:
       ValueError: an explicit warm-up for a plan that cannot mask.
@@ -62,11 +71,19 @@ class ProgramSchedule:
 
     def __init__(
         self,
-        freezing: freezing_lib.Freezing,
+        freezing: freezing_lib.Freezing | None,
         warmup: int,
         explicit: bool = False,
+        lengths=None,
     ):
-        if explicit and warmup and not freezing.can_mask:
+        if freezing is None and lengths is None:
+            raise ValueError("A ProgramSchedule needs freezing or lengths.")
+        if (
+            freezing is not None
+            and explicit
+            and warmup
+            and not freezing.can_mask
+        ):
             raise ValueError(
                 "`freeze_warmup_steps` needs one optimizer state for every "
                 "depth (its warm-up program masks that state), and this "
@@ -74,14 +91,29 @@ class ProgramSchedule:
                 "freeze_warmup_steps=0 or leave it out."
             )
         self.freezing = freezing
-        self.warmup = warmup if freezing.can_mask else 0
+        self.lengths = lengths
+        self.warmup = (
+            warmup if freezing is not None and freezing.can_mask else 0
+        )
+        # Whether `keys_to_compile` has handed out every program, and (with
+        # lengths and freezing) those of the freezing warm-up.
+        self.queued_all = False
+        self._queued_warmup = False
+        # (position, time) of the first call timed after the warm-up
+        # program compiled: the step time `keys_to_compile` plans with.
+        self._clock: tuple[int, float] | None = None
+        if lengths is None:
+            self.program_at = self._freeze_at  # the per-call path, direct
+        if freezing is None:
+            # The programs of the warm-up's updates, listed once.
+            self._by_update = [(None, int(n)) for n in lengths.table]
+            self._full = (None, lengths.full_length)
+            self.program_at = self._length_at
+            return
         # What `program_at` reads, listed once: it runs on every call.
         self._keys = executables_lib.sequence_keys(freezing).tolist()
         self._micro_steps = freezing.micro_steps
         self._wrap = freezing.wrap
-        # (position, time) of the first call timed after the warm-up
-        # program compiled: the step time `keys_to_compile` plans with.
-        self._clock: tuple[int, float] | None = None
         # What `keys_to_compile` reads on every call of the warm-up, worked
         # out once (listing the programs by first use reads the sequence).
         self._ends_in_warmup = (
@@ -92,10 +124,21 @@ class ProgramSchedule:
         )
 
     def program_at(self, position: int):
-        """The program of train step `position`: ``MASKED`` before the
-        warm-up's end, else its depth's own (`Freezing.canonical_depth` of
-        `Freezing.depth`). A function of the position alone, so a run's
-        bits do not depend on when a program finished compiling."""
+        """The program of train step `position`: with freezing, ``MASKED``
+        before the warm-up's end, else its depth's own
+        (`Freezing.canonical_depth` of `Freezing.depth`); with lengths, the
+        pair ``(that or None, length)``. A function of the position alone,
+        so a run's bits do not depend on when a program finished
+        compiling."""
+        depth = None if self.freezing is None else self._freeze_at(position)
+        return (depth, self.lengths.at(position))
+
+    def _length_at(self, position: int):
+        update = position // self.lengths.micro_steps
+        by_update = self._by_update
+        return by_update[update] if update < len(by_update) else self._full
+
+    def _freeze_at(self, position: int):
         if position < self.warmup:
             return freezing_lib.MASKED
         keys, index = self._keys, position // self._micro_steps
@@ -103,41 +146,135 @@ class ProgramSchedule:
             index % len(keys) if self._wrap else min(index, len(keys) - 1)
         ]
 
-    def keys_to_compile(
-        self, position: int, masked_seconds: float | None
-    ) -> list | None:
-        """The depths' programs to compile in the background now, in the
-        order the run first needs them, or ``None`` (not yet).
+    def keys_to_compile(self, position: int, compiled: dict) -> list | None:
+        """The programs to compile in the background now, in the order the
+        run first needs them, or ``None`` (not yet).
+
+        `compiled`: ``{program: compile seconds}`` of those compiled so
+        far. Without freezing (lengths alone), every program once the
+        program of `position` has compiled (alone, the first step waits
+        for one program only). With freezing, during its warm-up, not
+        before the warm-up program has compiled; then, with lengths, the
+        warm-up programs of the lengths to come (they are needed within
+        the warm-up), and the depths' own programs when `_depths_due`
+        says; after the warm-up, all at once. `queued_all` turns True
+        once every program was handed out.
+        """
+        current = self.program_at(position)
+        if self.freezing is None:
+            if current not in compiled:
+                return None  # this call compiles its program first
+            self.queued_all = True
+            return self.programs_from(position)
+        if position < self.warmup:
+            if current not in compiled:
+                return None  # this call compiles the warm-up program first
+            if self.lengths is not None and not self._queued_warmup:
+                self._queued_warmup = True
+                return [
+                    k
+                    for k in self.programs_from(position, warmup=True)
+                    if k[0] == freezing_lib.MASKED
+                ]
+            if not self._depths_due(position, compiled[current]):
+                return None
+        self.queued_all = True
+        return self.programs_from(max(position, self.warmup))
+
+    def _depths_due(self, position: int, masked_seconds: float) -> bool:
+        """Whether to compile the depths' own programs now.
 
         During the warm-up: never when the planned run (the sequence,
         ``grad_freeze.total_steps``) ends within it (a run that goes on
-        compiles each program when it first needs it); not before the
-        warm-up program has compiled (`masked_seconds`, its compile time:
-        alone, the first step waits for one program only); and only once
-        the warm-up's remaining steps, at the measured step time, take no
-        more than twice what compiling the depths one after the other would
-        (before, the compiles would only slow the steps).
+        compiles each program when it first needs it); and only once the
+        warm-up's remaining steps, at the measured step time, take no more
+        than twice what compiling the depths one after the other would
+        (`masked_seconds`: the warm-up program's compile time; before, the
+        compiles would only slow the steps).
         """
         warmup = self.warmup
-        if position < warmup:
-            if self._ends_in_warmup:
-                return None  # the planned run never leaves the warm-up
-            if masked_seconds is None:
-                return None  # this call compiles the warm-up program first
-            now = time.perf_counter()
-            if self._clock is None or self._clock[0] >= position:
-                self._clock = (position, now)
-                return None
-            start, then = self._clock
-            step_seconds = (now - then) / (position - start)
-            compiling = (
-                2
-                * masked_seconds
-                * self._programs_after_warmup
-                / executables_lib.workers()
-            )
-            if (warmup - position) * step_seconds > compiling:
-                return None
-        return executables_lib.keys_by_first_use(
-            self.freezing, max(position, warmup)
+        if self._ends_in_warmup:
+            return False  # the planned run never leaves the warm-up
+        now = time.perf_counter()
+        if self._clock is None or self._clock[0] >= position:
+            self._clock = (position, now)
+            return False
+        start, then = self._clock
+        step_seconds = (now - then) / (position - start)
+        compiling = (
+            2
+            * masked_seconds
+            * self._programs_after_warmup
+            / executables_lib.workers()
         )
+        return (warmup - position) * step_seconds <= compiling
+
+    def programs_from(self, position: int, *, warmup: bool = False) -> list:
+        """The programs in the order the run from train step `position`
+        first needs them: the depths' own (after the freezing warm-up),
+        with lengths paired with each; `warmup`: the warm-up's too."""
+        freezing, lengths = self.freezing, self.lengths
+        if lengths is None:
+            keys = executables_lib.keys_by_first_use(freezing, position)
+            if warmup and position < self.warmup:
+                keys = [freezing_lib.MASKED, *keys]
+            return keys
+        # The warm-up positions one by one, then the full length's programs.
+        stop = max(position, lengths.end, self.warmup if warmup else 0)
+        positions = np.arange(position, stop)
+        if freezing is None:
+            depths = np.full(len(positions), -1)
+            tail = [None]
+        else:
+            depths = self._depth_codes(positions, warmup)
+            tail = executables_lib.keys_by_first_use(
+                freezing, max(stop, self.warmup)
+            )
+        pairs = np.stack([depths, lengths.at_positions(positions)], axis=1)
+        unique, first = np.unique(pairs, axis=0, return_index=True)
+        keys = [
+            (_DEPTH_OF_CODE.get(int(d), int(d)), int(n))
+            for d, n in unique[np.argsort(first)]
+        ]
+        for depth in tail:
+            if (depth, lengths.full_length) not in keys:
+                keys.append((depth, lengths.full_length))
+        return keys
+
+    def _depth_codes(self, positions: np.ndarray, warmup: bool) -> np.ndarray:
+        """The freeze program of each position as an int (`_CODES`)."""
+        keys = np.asarray(self._keys)
+        index = positions // self._micro_steps
+        if self._wrap:
+            index = index % len(keys)
+        else:
+            index = np.minimum(index, len(keys) - 1)
+        codes = keys[index]
+        if warmup:
+            codes = np.where(positions < self.warmup, _MASKED_CODE, codes)
+        return codes
+
+    def shares(self) -> dict:
+        """``{program: fraction of the steps it runs}`` of a whole run:
+        the freezing sequence's (its warm-up left out); with lengths, the
+        ``total_steps`` updates of the sequence-length warm-up."""
+        lengths = self.lengths
+        if lengths is None:
+            return executables_lib.key_shares(self.freezing)
+        total = lengths.warmup.total_steps * lengths.micro_steps
+        positions = np.arange(total)
+        if self.freezing is None:
+            depths = np.full(total, -1)
+        else:
+            depths = self._depth_codes(positions, warmup=False)
+        pairs = np.stack([depths, lengths.at_positions(positions)], axis=1)
+        unique, counts = np.unique(pairs, axis=0, return_counts=True)
+        return {
+            (_DEPTH_OF_CODE.get(int(d), int(d)), int(n)): float(c) / total
+            for (d, n), c in zip(unique, counts, strict=True)
+        }
+
+
+# Freeze programs as ints in the arrays of `programs_from` and `shares`.
+_MASKED_CODE = -2
+_DEPTH_OF_CODE = {-1: None, _MASKED_CODE: freezing_lib.MASKED}

@@ -32,6 +32,7 @@ import numpy as np
 # the function returning it is not exported.
 from jax._src.ad_checkpoint import saved_residuals
 
+from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import validation
 
 _DTYPE_BYTES = {
@@ -263,7 +264,8 @@ def step_bytes(train_step, state, batch, depth=None) -> StepBytes:
       state: its state (arrays or shapes).
       batch: a batch (arrays or shapes).
       depth: the freeze depth (default: the first of the sequence, or the
-        only step without freezing).
+        only step without freezing); with a sequence-length warm-up, a
+        ``(depth, length)`` program (its batch truncated to `length`).
 
     Returns:
       `StepBytes`.
@@ -274,8 +276,15 @@ def step_bytes(train_step, state, batch, depth=None) -> StepBytes:
     # AttributeError inside the builder).
     traced = train_step.trace(state, batch, depth)
     found: list[SavedActivations] = []
+    length = None
+    if isinstance(depth, tuple):  # a sequence-length warm-up's program
+        depth, length = depth
 
     def read(state, batch):
+        if length is not None:
+            batch = seq_len_warmup_lib.truncate_sequence(
+                batch, length, seq_axis=train_step.seq_len_warmup.seq_axis
+            )
         # Traced: the residuals' shapes need no values, so `state` may be
         # shapes alone (a baseline's, from `jax.eval_shape`).
         loss_fn, trainable = train_step.builder.differentiated(

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """`TrainStep`: a train step's builder and executables, run.
 
-`boostax.make_train_step` and `boostax.auto_boost` return a `TrainStep`.
+`boostax.make_train_step` (`step_factory.py`) and `boostax.auto_boost`
+return a `TrainStep`.
 What one step computes is built by a `StepBuilder` (`step_builder.py`);
 its compiled programs, one per freeze depth, are an `Executables`
 (`executables.py`). A `TrainStep` picks the program of each call from the
@@ -27,6 +28,7 @@ from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import program_schedule, skip_watch, step_checks, validation
+from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import step_builder as step_builder_lib
 from boostax._src.step_builder import StepPlan, check_skip_options
 from boostax._src.train_state import AlgorithmStates, TrainState
@@ -38,7 +40,6 @@ __all__ = (
     "PlainRecipe",
     "TrainState",
     "TrainStep",
-    "make_train_step",
 )
 
 # Whether a `TrainStep` with gradient freezing compiles its freeze depths in
@@ -126,6 +127,15 @@ class TrainStep:
     the queued compiles and waits for the running ones (at most one per
     thread), then exits normally.
 
+    With a sequence-length warm-up (`seq_len_warmup`), each length is a
+    program too: a program is ``(freeze program or None, length)``, the
+    batch truncated to the length inside it (`boostax.truncate_sequence`),
+    the length a function of the position (``state.step``, or the freeze
+    position), counted in updates (all k micro-steps of an accumulated
+    update see one length), so a resumed run continues bit for bit. The
+    later lengths' programs compile in background threads once the first
+    one has (with freezing, its warm-up's first, its depths' as above).
+
     Per call, the step adds one or two microseconds of Python to JAX's own
     dispatch of the compiled program (`benchmarks/step_overhead.py`): the
     batch is checked (`Objective.check_batch`, before the model is traced)
@@ -178,6 +188,7 @@ class TrainStep:
         each executable (the key ``None`` without freezing).
       compile_wait_seconds: how long calls have waited for compilation in
         all: compiling on the spot, or waiting for a background compile.
+      seq_len_warmup: the `SeqLenWarmup`, or ``None``.
       less_bn_report: with LessBN, the `LessBNReport` of the model.
       plain_recipe: a `PlainRecipe` for the plain Optax step of the same
         model and optimizer (set by `auto_boost`; used by `cost_report`).
@@ -213,8 +224,17 @@ class TrainStep:
         max_consecutive_skips: int | None = 100,
         raise_on_skips: bool = False,
         precision: Any = None,
+        seq_len_warmup: seq_len_warmup_lib.SeqLenWarmup | None = None,
     ):
         validation.check_bool("donate_state", donate_state)
+        if seq_len_warmup is not None:
+            validation.check_instance(
+                "seq_len_warmup",
+                seq_len_warmup,
+                seq_len_warmup_lib.SeqLenWarmup,
+                "None or a boostax.seq_len_warmup(...)",
+            )
+        self.seq_len_warmup = seq_len_warmup
         self.donate_state = donate_state
         validation.check_optional_bool("background_compile", background_compile)
         self._warmup_given = freeze_warmup_steps is not None
@@ -242,6 +262,8 @@ class TrainStep:
             if background_compile is None
             else background_compile
         )
+        # Whether calls still hand programs to the background compiles.
+        self._ahead = self.background_compile
         self.less_bn_report = None
         self.plain_recipe: PlainRecipe | None = None
         self.sample_inputs = None
@@ -252,7 +274,8 @@ class TrainStep:
         # The state this step last returned, and its freeze position: such
         # a state needs no check and no device read.
         self._last: tuple[weakref.ref, int | None] | None = None
-        # With freezing, its `ProgramSchedule` (built on the first call).
+        # With freezing or a sequence-length warm-up, its `ProgramSchedule`
+        # (built on the first call).
         self._schedule: program_schedule.ProgramSchedule | None = None
         self._predict = jax.jit(objective.predict)
 
@@ -395,12 +418,9 @@ class TrainStep:
         if position is None:  # no freezing
             new_state, metrics = self.executables(None, state, placed)
         else:
-            if (
-                self.background_compile
-                and not self.executables.started_background
-            ):
-                self._compile_ahead(position, state, batch, placed)
-            schedule = self._schedule or self._program_schedule()
+            schedule = self._schedule or self._program_schedule(state, batch)
+            if self._ahead:
+                self._compile_ahead(schedule, position, state, batch, placed)
             key = schedule.program_at(position)
             new_state, metrics = self.executables(key, state, placed)
             position += 1
@@ -408,14 +428,12 @@ class TrainStep:
         skips.record(metrics)
         return new_state, metrics
 
-    def _compile_ahead(self, position, state, batch, placed) -> None:
-        """Starts compiling the depths' own programs in the background,
-        once the schedule says it is time (`ProgramSchedule.keys_to_compile`).
-        """
-        schedule = self._schedule or self._program_schedule()
-        masked = self.executables.compile_seconds.get(freezing_lib.MASKED)
-        keys = schedule.keys_to_compile(position, masked)
-        if keys is None:
+    def _compile_ahead(self, schedule, position, state, batch, placed):
+        """Starts compiling the programs to come in the background, once
+        the schedule says it is time (`ProgramSchedule.keys_to_compile`)."""
+        keys = schedule.keys_to_compile(position, self.compile_seconds)
+        self._ahead = not schedule.queued_all
+        if not keys:
             return
         # The batch is checked first: the compiles trace it in other
         # threads, where a bad batch would fail every depth, not this call.
@@ -428,6 +446,11 @@ class TrainStep:
         Bypasses the freezing sequence (MindSpore's ``freeze_cell`` cells
         are one such step per depth); the state's position still advances.
         """
+        if self.seq_len_warmup is not None:
+            raise ValueError(
+                "`at_depth` bypasses the schedule, and this step's sequence "
+                "length follows it (seq_len_warmup): call the step itself."
+            )
         if depth is not None and self.builder.freezing is None:
             raise ValueError(
                 "`depth` must be None without freezing, "
@@ -448,11 +471,27 @@ class TrainStep:
         share one)."""
         return None if depth is None else self.freezing.canonical_depth(depth)
 
-    def _program_schedule(self) -> program_schedule.ProgramSchedule:
-        """The freezing's `ProgramSchedule`, built once (on the first call
-        with freezing: the plan needs the parameters)."""
+    def _program_schedule(self, state=None, batch=None):
+        """The `ProgramSchedule`, built once (on the first call: the plan
+        needs the parameters, the lengths the batch and optimizer)."""
+        lengths, warmup = None, self.seq_len_warmup
+        if warmup is not None:
+            if state is None:
+                raise ValueError(
+                    "The programs of a sequence-length warm-up depend on the "
+                    "batch: call after the first step or `compile_all`."
+                )
+            lengths = warmup.bind(
+                warmup.max_seq_length
+                or seq_len_warmup_lib.sequence_length(batch, warmup.seq_axis),
+                seq_len_warmup_lib.micro_steps(
+                    self.plan(state.params).optimizer,
+                    state.opt_state,
+                    self.freezing,
+                ),
+            )
         self._schedule = program_schedule.ProgramSchedule(
-            self.freezing, self.freeze_warmup_steps, self._warmup_given
+            self.freezing, self.freeze_warmup_steps, self._warmup_given, lengths
         )
         return self._schedule
 
@@ -463,11 +502,17 @@ class TrainStep:
         shapes and dtypes of the arguments (JAX traces again for new ones),
         before the model is traced, and cost nothing per call.
         """
+        truncate = None
+        if self.seq_len_warmup is not None:  # a (depth, length) program
+            key, length = key
+            truncate = self._schedule.lengths.truncate(length)
         step = self.builder.step_function(key)
         check_batch = self.objective.check_batch
 
         @functools.wraps(step)
         def checked_step(state, batch):
+            if truncate is not None:
+                batch = truncate(batch)
             check_batch(batch)  # shapes only
             return step(state, batch)
 
@@ -500,55 +545,65 @@ class TrainStep:
         self.check_state(state)
         step_checks.check_not_deleted(state)
         if self.freezing is None:
-            return None
+            return None if self.seq_len_warmup is None else int(state.step)
         return int(state.algorithms.freeze.position)
 
     # -- compiling and inspecting ------------------------------------------
 
-    def program_at(self, position: int) -> int | str | None:
+    def program_at(self, position: int):
         """The program train step `position` runs: its freeze depth's own
         (`Freezing.canonical_depth`), ``"masked"`` (the warm-up program,
-        before `freeze_warmup_steps`), ``None`` without freezing. Call
-        after `init`."""
-        if self.freezing is None:
+        before `freeze_warmup_steps`), ``None`` without freezing; with a
+        sequence-length warm-up, the pair ``(that, length)``. Call after
+        `init` (with a sequence-length warm-up: after the first call)."""
+        if self.freezing is None and self.seq_len_warmup is None:
             return None
         schedule = self._schedule or self._program_schedule()
         return schedule.program_at(position)
 
-    def program_shares(self) -> dict[int | None, float]:
+    def program_shares(self) -> dict[Any, float]:
         """``{program: fraction of the steps it runs}`` over the freezing
-        sequence (``{None: 1.0}`` without freezing): the weights of
-        `cost_report`. Call after `init` (the plan needs the parameters)."""
-        return executables_lib.key_shares(self.freezing)
+        sequence (``{None: 1.0}`` without freezing; with a sequence-length
+        warm-up, over its ``total_steps``): the weights of `cost_report`.
+        Call after `init` (the plan needs the parameters)."""
+        if self.seq_len_warmup is None:
+            return executables_lib.key_shares(self.freezing)
+        return (self._schedule or self._program_schedule()).shares()
 
-    def compile_all(self, state: TrainState, batch) -> dict[int | None, Any]:
-        """Compiles the step of every depth ahead of time.
+    def compile_all(self, state: TrainState, batch) -> dict[Any, Any]:
+        """Compiles every program of the run ahead of time.
 
-        Every program of the freezing sequence (in the order the run from
-        `state`'s position needs them) and, inside the warm-up, the warm-up
-        program; with `background_compile`, in parallel threads.
+        Every program (freeze depth; with a sequence-length warm-up, each
+        with its lengths) in the order the run from `state`'s position
+        needs them and, inside the freezing warm-up, the warm-up program;
+        with `background_compile`, in parallel threads.
 
         Returns:
-          ``{depth: compiled executable}`` of the depths' own programs (the
-          key ``None`` without freezing); later calls use them. The warm-up
-          program is ``executables.compiled()[freezing.MASKED]``.
+          ``{program: compiled executable}`` of the depths' own programs
+          (the key ``None`` without freezing; ``(depth, length)`` pairs
+          with a sequence-length warm-up); later calls use them. The
+          warm-up program is ``executables.compiled()[freezing.MASKED]``.
         """
         position = self._checked_position(state)
-        batch = self._batch(batch)
-        freezing = self.freezing
-        if freezing is None:
+        placed = self._batch(batch)
+        if position is None:
             keys = [None]
         else:
-            keys = executables_lib.keys_by_first_use(freezing, position)
-            keys += [k for k in self.program_shares() if k not in keys]
-            if self.program_at(position) == freezing_lib.MASKED:
-                keys = [freezing_lib.MASKED, *keys]
+            schedule = self._schedule or self._program_schedule(state, batch)
+            keys = schedule.programs_from(position, warmup=True)
+            keys += [k for k in schedule.shares() if k not in keys]
             if self.background_compile:
-                self.executables.compile_ahead(keys, state, batch)
+                self._ahead = False
+                self.executables.compile_ahead(keys, state, placed)
         for key in keys:
-            self.executables.executable(key, state, batch)
+            self.executables.executable(key, state, placed)
         compiled = self.executables.compiled()
-        return {k: compiled[k] for k in keys if k != freezing_lib.MASKED}
+        masked = freezing_lib.MASKED
+        return {
+            k: compiled[k]
+            for k in keys
+            if k != masked and not (isinstance(k, tuple) and k[0] == masked)
+        }
 
     @property
     def model(self):
@@ -557,8 +612,9 @@ class TrainStep:
 
     @property
     def step(self):
-        """The jitted ``step(state, batch)``; with freezing, `__call__`."""
-        if self.builder.freezing is not None:
+        """The jitted ``step(state, batch)``; with freezing or a
+        sequence-length warm-up, `__call__`."""
+        if self.builder.freezing is not None or self.seq_len_warmup is not None:
             return self
         return self.executables.jitted(None)
 
@@ -566,11 +622,20 @@ class TrainStep:
         self, state: TrainState, batch, depth: int | None = None
     ) -> jax.stages.Traced:
         """Traces the step (of freeze `depth`; default the first;
-        ``"masked"``: the warm-up program) for `state` and `batch` (arrays,
-        or their shapes: ``jax.ShapeDtypeStruct``): ``.jaxpr``,
-        ``.lower()``."""
+        ``"masked"``: the warm-up program; with a sequence-length warm-up,
+        a ``(depth, length)`` program, or a depth at the full length) for
+        `state` and `batch` (arrays, or their shapes:
+        ``jax.ShapeDtypeStruct``): ``.jaxpr``, ``.lower()``."""
         if not self._is_own(state):
             self.check_state(state)  # reads no position: shapes will do
+        length = None
+        if self.seq_len_warmup is not None:
+            schedule = self._schedule or self._program_schedule(state, batch)
+            depth, length = (
+                depth
+                if isinstance(depth, tuple)
+                else (depth, schedule.lengths.full_length)
+            )
         if depth is None and self.freezing is not None:
             depth = 0
         if depth == freezing_lib.MASKED:
@@ -582,6 +647,7 @@ class TrainStep:
             key = depth
         else:
             key = None if depth is None else self._key(depth)
+        key = key if length is None else (key, length)
         return self.executables.trace(key, state, self._batch(batch))
 
     def lower(
@@ -600,118 +666,3 @@ class TrainStep:
         """The trained model's variables (Linen dict, NNX module, params)."""
         step_checks.require_state(state)
         return self.objective.merge(state.params, state.model_state)
-
-
-def make_train_step(
-    optimizer: optax.GradientTransformation,
-    *,
-    model=None,
-    loss=None,
-    loss_fn=None,
-    has_aux: bool = False,
-    predict_fn=None,
-    data_parallel: data_parallel_lib.DataParallel | None = None,
-    donate_state: bool = False,
-    loss_scale: loss_scale_lib.LossScale | None = None,
-    precision: Any = None,
-    skip_nonfinite: bool = False,
-    max_consecutive_skips: int | None = 100,
-    raise_on_skips: bool = False,
-    batch_keys: tuple[str, str] | None = None,
-    rng_collections: Any = None,
-    train_kwargs: Any = None,
-    eval_kwargs: Any = None,
-    cast_batch: Any = None,
-) -> TrainStep:
-    """Builds a jitted train step from a model or loss and an optimizer.
-
-    Args:
-      optimizer: any Optax optimizer. Optimizers that take extra arguments
-        (``optax.GradientTransformationExtraArgs``) also receive ``value``,
-        ``grad`` and ``value_fn`` (the loss at other params on the same
-        batch), so line-search optimizers such as ``optax.lbfgs`` work.
-      model: a Flax Linen or NNX module; batches are ``(inputs, targets)``.
-      loss: with `model`, ``loss(outputs, targets) -> scalar``.
-      loss_fn: instead of `model`/`loss`, ``loss_fn(params, batch)``.
-      has_aux: whether the loss returns ``(scalar, metrics_dict)``.
-      predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
-      data_parallel: a `DataParallel` plan to run the step over a device
-        mesh (gradients averaged or AdaSum'd); ``None``: one device.
-      donate_state: donate the state a call is given to the step: XLA
-        writes the new state into its buffers (half the state's memory,
-        and less work per call) and the state given is deleted. Default
-        ``False``, like ``jax.jit``: every state stays valid, and the device
-        holds two states while a step runs (see `TrainStep`). The variables
-        given to `init` (and to `from_flax_train_state`) stay valid: the
-        state holds copies of them.
-      loss_scale: a `StaticLossScale`, `DynamicLossScale` or
-        `GroupLossScale`: the loss is scaled, the gradients unscaled, and a
-        step whose gradients are not finite is skipped (`metrics` gets
-        ``overflow`` and ``loss_scale``).
-      precision: mixed precision: a `PrecisionPolicy`, MindSpore's amp level
-        names ``"O0"`` (float32), ``"O2"`` (float16, normalisation
-        layers and the loss in float32, a dynamic loss scale) or
-        ``"O3"`` (all parameters cast), or ``"bfloat16"`` / ``"float16"``
-        (O2 in that dtype; no loss scale with bfloat16). Parameters,
-        optimizer and model state stay float32; `TrainStep.predict` runs in
-        float32. ``None``: float32. A float16 policy without a loss scale
-        of its own (``loss_scale=None``) needs `loss_scale`: building the
-        step raises otherwise. With `loss_fn`, the params are cast and the
-        batch is passed as given (see `cast_batch`).
-      skip_nonfinite: skip (leave params, optimizer and model state exactly
-        as they were) a step whose gradients are not finite; `metrics` gets
-        ``overflow``.
-      max_consecutive_skips: after this many skipped steps in a row, warn
-        (``RuntimeWarning``); ``None``: never.
-      raise_on_skips: raise ``FloatingPointError`` instead of warning.
-      batch_keys: with `model`, ``(inputs key, targets key)`` of dict
-        batches (e.g. ``("image", "label")``).
-      rng_collections: with a Linen `model`, the RNG streams it draws from
-        in training; default ``("dropout",)``.
-      train_kwargs, eval_kwargs: with `model`, keyword arguments of its call
-        in training and in `TrainStep.predict`.
-      cast_batch: with `loss_fn` and a half-precision `precision`, the parts
-        of the batch that are inputs, cast to the compute dtype: a pytree of
-        bools, a prefix of the batch (``(True, False)`` for an ``(inputs,
-        targets)`` pair), or a function of the batch returning one. Other
-        leaves (targets) are never cast. ``None``: nothing is cast (JAX then
-        promotes the float16 params and float32 inputs to float32).
-
-    Returns:
-      A `TrainStep`: ``state = ts.init(variables)`` then
-      ``state, metrics = ts(state, batch)``.
-
-    Example:
-      >>> import jax, jax.numpy as jnp, optax, boostax
-      >>> loss_fn = lambda w, batch: jnp.mean((batch[0] @ w - batch[1]) ** 2)
-      >>> ts = boostax.make_train_step(optax.sgd(0.1), loss_fn=loss_fn)
-      >>> state = ts.init(jnp.zeros(3))
-      >>> x = jnp.eye(3); y = jnp.array([1.0, 2.0, 3.0])
-      >>> for _ in range(50):
-      ...   state, metrics = ts(state, (x, y))
-      >>> bool(metrics["loss"] < 1e-2), ts.trace_count
-      (True, 1)
-    """
-    objective = objectives_lib.make_objective(
-        model=model,
-        loss=loss,
-        loss_fn=loss_fn,
-        has_aux=has_aux,
-        predict_fn=predict_fn,
-        batch_keys=batch_keys,
-        rng_collections=rng_collections,
-        train_kwargs=train_kwargs,
-        eval_kwargs=eval_kwargs,
-        cast_batch=cast_batch,
-    )
-    return TrainStep(
-        objective,
-        optimizer,
-        data_parallel=data_parallel,
-        donate_state=donate_state,
-        loss_scale=loss_scale,
-        precision=precision,
-        skip_nonfinite=skip_nonfinite,
-        max_consecutive_skips=max_consecutive_skips,
-        raise_on_skips=raise_on_skips,
-    )

@@ -1,0 +1,484 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Sequence-length warm-up: Composer's schedule, truncation, the step."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl.testing import absltest, parameterized
+from flax import linen as nn
+
+import boostax
+from boostax._src import program_schedule
+from tests import _utils
+
+VOCAB = 16
+FULL = 16
+# Lengths 8, 12, 16: three updates each at 8 and 12, then 16.
+WARMUP = dict(duration=0.6, min_seq_length=8, step_size=4)
+
+
+def composer_length(update, total, duration, min_len, max_len, step):
+    """Composer's ``SeqLengthWarmup.apply``, in float64 NumPy."""
+    warmup_steps = int(np.float64(total) * np.float64(duration))
+    update_steps = (max_len - min_len) // step
+    every = warmup_steps // update_steps
+    length = step * (update // every) + min_len
+    return int(np.clip(length, min_len, max_len))
+
+
+class Tiny(nn.Module):
+    """Embedding, a hidden layer and a head: per-position logits."""
+
+    @nn.compact
+    def __call__(self, tokens):
+        h = nn.Embed(VOCAB, 8)(tokens)
+        h = nn.relu(nn.Dense(8)(h))
+        h = nn.relu(nn.Dense(8)(h))
+        return nn.Dense(VOCAB)(h)
+
+
+def cross_entropy(logits, targets):
+    return optax.softmax_cross_entropy_with_integer_labels(
+        logits, targets
+    ).mean()
+
+
+def batches(n, batch_size=4):
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(n):
+        tokens = rng.integers(0, VOCAB, (batch_size, FULL)).astype(np.int32)
+        out.append((tokens, np.roll(tokens, -1, axis=1)))
+    return out
+
+
+def variables():
+    return Tiny().init(jax.random.PRNGKey(0), jnp.zeros((1, FULL), jnp.int32))
+
+
+def cut(batch, length):
+    return tuple(x[:, :length] for x in batch)
+
+
+def by_hand(step, lengths, data):
+    """`step` (no warm-up) on batches truncated by hand to `lengths`."""
+    state = step.init(variables())
+    for length, batch in zip(lengths, data, strict=True):
+        state, _ = step(state, cut(batch, length))
+    return state
+
+
+class ScheduleTest(parameterized.TestCase):
+    @parameterized.parameters(
+        (100, 0.3, 8, 64, 8),
+        (1000, 0.3, 8, 1024, 8),
+        (57, 0.5, 5, 40, 3),  # the full length not a multiple of the step
+        (10, 1.0, 8, 16, 4),
+    )
+    def test_lengths_are_composers(self, total, duration, low, full, step):
+        warmup = boostax.seq_len_warmup(
+            total, duration=duration, min_seq_length=low, step_size=step
+        )
+        lengths = warmup.bind(full)
+        for update in range(total + 5):
+            self.assertEqual(
+                lengths.at(update),
+                composer_length(update, total, duration, low, full, step),
+                update,
+            )
+
+    def test_counted_in_updates_with_accumulation(self):
+        lengths = boostax.seq_len_warmup(10, **WARMUP).bind(FULL, 3)
+        positions = np.arange(40)
+        expected = [
+            composer_length(p // 3, 10, 0.6, 8, FULL, 4) for p in positions
+        ]
+        self.assertEqual([lengths.at(p) for p in positions], expected)
+        np.testing.assert_array_equal(lengths.at_positions(positions), expected)
+
+
+class TruncateTest(absltest.TestCase):
+    def test_under_jit_equals_by_hand(self):
+        rng = np.random.default_rng(1)
+        ints, floats = np.int32, np.float32
+        batch = {
+            "tokens": rng.integers(0, 9, (3, 16)).astype(ints),
+            "targets": rng.integers(0, 9, (3, 16)).astype(ints),
+            "label": rng.integers(0, 9, (3,)).astype(ints),
+            "features": rng.normal(size=(3, 5, 2)).astype(floats),
+            "embedded": rng.normal(size=(3, 16, 4)).astype(floats),
+        }
+        out = jax.jit(lambda b: boostax.truncate_sequence(b, 8))(batch)
+        expected = dict(
+            batch,
+            tokens=batch["tokens"][:, :8],
+            targets=batch["targets"][:, :8],
+            embedded=batch["embedded"][:, :8],
+        )
+        _utils.assert_trees_equal(out, expected)
+
+    def test_seq_axis(self):
+        x = np.arange(2 * 3 * 8).reshape(2, 3, 8)
+        (out,) = boostax.truncate_sequence((x,), 4, seq_axis=2)
+        np.testing.assert_array_equal(out, x[:, :, :4])
+
+    def test_bad_inputs(self):
+        with self.assertRaisesRegex(ValueError, "sequence axis"):
+            boostax.truncate_sequence((np.zeros(4), np.zeros(4)), 2)
+        with self.assertRaisesRegex(ValueError, r"`length` must be an int in"):
+            boostax.truncate_sequence((np.zeros((2, 4)),), 5)
+        with self.assertRaisesRegex(ValueError, "No leaf of the batch has 8"):
+            boostax.truncate_sequence((np.zeros((2, 4)),), 2, full_length=8)
+
+
+class StepTest(absltest.TestCase):
+    def make(self, optimizer=None, **kwargs):
+        return boostax.make_train_step(
+            optimizer or optax.adam(1e-2),
+            model=Tiny(),
+            loss=cross_entropy,
+            **kwargs,
+        )
+
+    def test_trains_on_truncated_batches(self):
+        data = batches(8)
+        warmup = boostax.seq_len_warmup(10, **WARMUP)
+        step = self.make(seq_len_warmup=warmup)
+        state = step.init(variables())
+        for batch in data:
+            state, metrics = step(state, batch)
+        lengths = [step.program_at(i)[1] for i in range(8)]
+        self.assertEqual(lengths, [8, 8, 8, 12, 12, 12, 16, 16])
+        self.assertEqual(step.trace_count, 3)  # each length compiled once
+        self.assertEqual(
+            step.program_shares(),
+            {(None, 8): 0.3, (None, 12): 0.3, (None, 16): 0.4},
+        )
+        _utils.assert_trees_equal(
+            state.params, by_hand(self.make(), lengths, data).params
+        )
+
+    def test_accumulation_keeps_the_length_within_an_update(self):
+        data = batches(12)
+        tx = boostax.gradient_accumulation(optax.adam(1e-2), 2)
+        warmup = boostax.seq_len_warmup(10, **WARMUP)
+        step = self.make(tx, seq_len_warmup=warmup)
+        state = step.init(variables())
+        for batch in data:
+            state, _ = step(state, batch)
+        lengths = [step.program_at(i)[1] for i in range(12)]
+        self.assertEqual(lengths, [8] * 6 + [12] * 6)
+        for u in range(20):
+            self.assertEqual(step.program_at(2 * u), step.program_at(2 * u + 1))
+        plain = self.make(boostax.gradient_accumulation(optax.adam(1e-2), 2))
+        _utils.assert_trees_equal(
+            state.params, by_hand(plain, lengths, data).params
+        )
+
+    def test_precision_and_loss_scale(self):
+        data = batches(7)
+        options = dict(
+            precision="bfloat16", loss_scale=boostax.DynamicLossScale(2.0**8)
+        )
+        warmup = boostax.seq_len_warmup(10, **WARMUP)
+        step = self.make(seq_len_warmup=warmup, **options)
+        state = step.init(variables())
+        for batch in data:
+            state, metrics = step(state, batch)
+        self.assertIn("loss_scale", metrics)
+        lengths = [step.program_at(i)[1] for i in range(7)]
+        expected = by_hand(self.make(**options), lengths, data)
+        _utils.assert_trees_equal(state.params, expected.params)
+        _utils.assert_trees_equal(
+            state.algorithms.loss_scale, expected.algorithms.loss_scale
+        )
+
+    def test_resume_is_bitwise(self):
+        data = batches(12)
+
+        def step():
+            tx = boostax.gradient_accumulation(optax.adam(1e-2), 2)
+            warmup = boostax.seq_len_warmup(10, **WARMUP)
+            return self.make(tx, seq_len_warmup=warmup)
+
+        whole = step()
+        state = whole.init(variables())
+        for batch in data:
+            state, _ = whole(state, batch)
+        first = step()
+        part = first.init(variables())
+        for batch in data[:5]:  # mid-update, mid-warm-up
+            part, _ = first(part, batch)
+        saved = jax.device_get(part)
+        resumed = step()
+        part = jax.tree.map(jnp.asarray, saved)
+        for batch in data[5:]:
+            part, _ = resumed(part, batch)
+        _utils.assert_trees_equal(part.params, state.params)
+        _utils.assert_trees_equal(part.opt_state, state.opt_state)
+        self.assertEqual(resumed.program_at(5), (None, 8))
+
+    def test_mesh(self):
+        data = batches(7, batch_size=8)
+        mesh = jax.make_mesh((8,), ("data",))
+        warmup = boostax.seq_len_warmup(10, **WARMUP)
+        step = self.make(
+            seq_len_warmup=warmup,
+            data_parallel=boostax.DataParallel(mesh),
+        )
+        state = step.init(variables())
+        for batch in data:
+            state, _ = step(state, batch)
+        lengths = [step.program_at(i)[1] for i in range(7)]
+        self.assertEqual(lengths, [8, 8, 8, 12, 12, 12, 16])
+        _utils.assert_trees_all_close(
+            jax.device_get(state.params),
+            by_hand(self.make(), lengths, data).params,
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+    def test_cost_report_weighs_the_lengths(self):
+        data = batches(1)
+        warmup = boostax.seq_len_warmup(10, **WARMUP)
+        step = self.make(seq_len_warmup=warmup)
+        state = step.init(variables())
+        plain = self.make()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = boostax.cost_report(
+                step,
+                state,
+                data[0],
+                baseline=plain,
+                baseline_state=plain.init(variables()),
+            )
+        self.assertEqual(
+            sorted(report.shares), ["length 12", "length 16", "length 8"]
+        )
+        flops = {k: v.flops for k, v in report.executables.items()}
+        self.assertLess(flops["length 8"], flops["length 12"])
+        self.assertLess(flops["length 12"], flops["length 16"])
+        self.assertLess(report.ratios["flops"], 1.0)
+
+
+class FreezingTest(absltest.TestCase):
+    def test_programs_are_depth_and_length(self):
+        data = batches(8)
+        config = {
+            "boost": {"mode": "manual", "grad_freeze": True},
+            "grad_freeze": {"param_groups": 2, "total_steps": 10},
+        }
+
+        def step(warmup):
+            with_warmup = dict(config)
+            if warmup:
+                with_warmup["seq_len_warmup"] = {
+                    "enabled": True,
+                    "total_steps": 10,
+                    **WARMUP,
+                }
+            return boostax.auto_boost(
+                "O1",
+                with_warmup,
+                optimizer=optax.adam(1e-2),
+                model=Tiny(),
+                loss=cross_entropy,
+                sample_inputs=data[0][0],
+                freeze_warmup_steps=2,
+            )
+
+        boosted = step(True)
+        state = boosted.init(variables())
+        for batch in data:
+            state, _ = boosted(state, batch)
+        programs = [boosted.program_at(i) for i in range(8)]
+        depths = [boosted.freezing.depth(i) for i in range(8)]
+        self.assertEqual(programs[:2], [("masked", 8), ("masked", 8)])
+        self.assertEqual(
+            programs[2:],
+            list(zip(depths[2:], [8, 12, 12, 12, 16, 16], strict=True)),
+        )
+        lengths = [p[1] for p in programs]
+        _utils.assert_trees_equal(
+            state.params, by_hand(step(False), lengths, data).params
+        )
+
+
+class ProgramScheduleTest(absltest.TestCase):
+    """The programs with freezing and lengths, listed without compiling."""
+
+    def setUp(self):
+        super().setUp()
+        freezing = boostax.Freezing(
+            ((("a",), ("b",)), (("b",),)), np.array([0, 1, 1, 0])
+        )
+        lengths = boostax.seq_len_warmup(10, **WARMUP).bind(FULL)
+        self.schedule = program_schedule.ProgramSchedule(
+            freezing, 2, lengths=lengths
+        )
+
+    def test_programs_and_shares(self):
+        schedule = self.schedule
+        self.assertEqual(
+            [schedule.program_at(p) for p in range(7)],
+            [("masked", 8), ("masked", 8), (1, 8), (0, 12), (0, 12)]
+            + [(1, 12), (1, 16)],
+        )
+        self.assertEqual(
+            schedule.shares(),
+            {
+                (0, 8): 0.1,
+                (1, 8): 0.2,
+                (0, 12): 0.2,
+                (1, 12): 0.1,
+                (0, 16): 0.2,
+                (1, 16): 0.2,
+            },
+        )
+
+    def test_background_compiles_in_order_of_first_use(self):
+        schedule = self.schedule
+        self.assertIsNone(schedule.keys_to_compile(0, {}))
+        compiled = {("masked", 8): 1.0}
+        # The warm-up's own lengths first, then (after it) every program.
+        self.assertEqual(schedule.keys_to_compile(0, compiled), [("masked", 8)])
+        self.assertFalse(schedule.queued_all)
+        self.assertEqual(
+            schedule.keys_to_compile(2, compiled),
+            [(1, 8), (0, 12), (1, 12), (1, 16), (0, 16)],
+        )
+        self.assertTrue(schedule.queued_all)
+
+
+class ErrorsTest(parameterized.TestCase):
+    @parameterized.parameters(
+        (dict(total_steps=0), ValueError, "`total_steps` must be an int >= 1"),
+        (dict(duration=0.0), ValueError, r"`duration` must be .*\(0, 1\]"),
+        (dict(duration=1.5), ValueError, "`duration` must be"),
+        (dict(min_seq_length=0), ValueError, "`min_seq_length`"),
+        (dict(max_seq_length=8), ValueError, "must be above `min_seq"),
+        (dict(step_size=0), ValueError, "`step_size` must be"),
+        (dict(seq_axis=0), ValueError, "`seq_axis` must be an int >= 1"),
+        (dict(total_steps=2.5), TypeError, "`total_steps` must be an int"),
+    )
+    def test_bad_settings(self, change, error, message):
+        settings = dict(total_steps=10, **WARMUP)
+        settings.update(change)
+        total = settings.pop("total_steps")
+        with self.assertRaisesRegex(error, message):
+            boostax.seq_len_warmup(total, **settings)
+
+    def test_bad_lengths(self):
+        warmup = boostax.seq_len_warmup(10, **WARMUP)
+        with self.assertRaisesRegex(ValueError, "nothing to warm up"):
+            warmup.lengths(10)
+        with self.assertRaisesRegex(ValueError, r"fewer than its 2 length"):
+            boostax.seq_len_warmup(3, **WARMUP).lengths(FULL)
+        with self.assertRaisesRegex(ValueError, "differs from `max_seq"):
+            boostax.seq_len_warmup(10, max_seq_length=32).lengths(FULL)
+
+    def make(self, **kwargs):
+        return boostax.make_train_step(
+            optax.sgd(0.1),
+            loss_fn=lambda w, batch: jnp.mean((batch[0] @ w - batch[1]) ** 2),
+            seq_len_warmup=boostax.seq_len_warmup(10, **WARMUP),
+            **kwargs,
+        )
+
+    def test_batch_without_sequences_is_refused(self):
+        step = self.make()
+        state = step.init(jnp.zeros(3))
+        with self.assertRaisesRegex(ValueError, "needs batch leaves with a"):
+            step(state, (jnp.ones(3), jnp.ones(())))
+
+    def test_accumulation_with_a_schedule_is_refused(self):
+        step = boostax.make_train_step(
+            boostax.gradient_accumulation(optax.sgd(0.1), lambda n: 2),
+            model=Tiny(),
+            loss=cross_entropy,
+            seq_len_warmup=boostax.seq_len_warmup(10, **WARMUP),
+        )
+        state = step.init(variables())
+        with self.assertRaisesRegex(ValueError, "outermost stage with a fixed"):
+            step(state, batches(1)[0])
+
+    def test_wrong_type_and_at_depth(self):
+        with self.assertRaisesRegex(TypeError, "`seq_len_warmup` must be"):
+            boostax.make_train_step(
+                optax.sgd(0.1), loss_fn=lambda w, b: 0.0, seq_len_warmup=10
+            )
+        with self.assertRaisesRegex(ValueError, "`at_depth` bypasses"):
+            self.make().at_depth(None)
+
+
+class ConfigTest(absltest.TestCase):
+    def test_auto_boost_reads_the_section(self):
+        step = boostax.auto_boost(
+            "O0",
+            {"seq_len_warmup": {"enabled": True, "total_steps": 10, **WARMUP}},
+            optimizer=optax.sgd(0.1),
+            model=Tiny(),
+            loss=cross_entropy,
+        )
+        self.assertEqual(
+            step.seq_len_warmup, boostax.seq_len_warmup(10, **WARMUP)
+        )
+        off = boostax.auto_boost(
+            "O0", optimizer=optax.sgd(0.1), model=Tiny(), loss=cross_entropy
+        )
+        self.assertIsNone(off.seq_len_warmup)
+
+    def test_background_compile_gives_the_same_bits(self):
+        data = batches(7)
+        config = {
+            "seq_len_warmup": {"enabled": True, "total_steps": 10, **WARMUP}
+        }
+        states = []
+        for background in (True, False):
+            step = boostax.auto_boost(
+                "O0",
+                config,
+                optimizer=optax.adam(1e-2),
+                model=Tiny(),
+                loss=cross_entropy,
+                background_compile=background,
+            )
+            state = step.init(variables())
+            for batch in data:
+                state, _ = step(state, batch)
+            states.append(state)
+            self.assertEqual(
+                sorted(step.compile_seconds),
+                [(None, 8), (None, 12), (None, 16)],
+            )
+        _utils.assert_trees_equal(states[0].params, states[1].params)
+
+    def test_bad_config(self):
+        with self.assertRaisesRegex(ValueError, "`seq_len_warmup.total_steps`"):
+            boostax.BoostConfig.from_dict({"seq_len_warmup": {"enabled": True}})
+        with self.assertRaisesRegex(ValueError, "`seq_len_warmup.duration`"):
+            boostax.BoostConfig.from_dict({"seq_len_warmup": {"duration": 0}})
+        with self.assertRaisesRegex(TypeError, "`seq_len_warmup.step_size`"):
+            boostax.BoostConfig.from_dict({"seq_len_warmup": {"step_size": ""}})
+        with self.assertRaisesRegex(ValueError, "Unknown key 'truncate'"):
+            boostax.BoostConfig.from_dict({"seq_len_warmup": {"truncate": 1}})
+        with self.assertWarnsRegex(UserWarning, "`seq_len_warmup.enabled`"):
+            boostax.BoostConfig.from_dict(
+                {"seq_len_warmup": {"min_seq_length": 4}}
+            )
+
+    def test_round_trip(self):
+        config = boostax.BoostConfig.from_dict(
+            {"seq_len_warmup": {"enabled": True, "total_steps": 10}}
+        )
+        again = boostax.BoostConfig.from_dict(config.to_dict())
+        self.assertEqual(again, config)
+
+
+if __name__ == "__main__":
+    absltest.main()
