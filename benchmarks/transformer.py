@@ -215,7 +215,14 @@ def boost_arm(
         learning_rate=workload.learning_rate * spec.learning_rate_scale,
     ).optimizer(_updates(workload, spec))
     if spec.centralize:
-        optimizer = boostax.with_gradient_centralization(optimizer)
+        # Each kernel over its layer's fan-in (attention projections by
+        # `in`, the output projection by (heads, head_dim), no embedding).
+        optimizer = boostax.with_gradient_centralization(
+            optimizer,
+            axes=boostax.gradient_centralization_axes(
+                workload.model(0), workload.sample_inputs
+            ),
+        )
     notes: dict[str, Any] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -253,11 +260,18 @@ def boost_arm(
 
 
 def centralized_leaves(workload: lm.Workload) -> dict[str, Any]:
-    """Which parameters MindSpore's centralization rules change here."""
+    """Which parameters MindSpore's centralization rules change here, each
+    over the fan-in axes of its layer."""
     import flax.nnx as nnx
 
-    params = nnx.state(workload.model(0), nnx.Param)
-    mask = boostax.gradient_centralization_mask(params)
+    model = workload.model(0)
+    params = nnx.state(model, nnx.Param)
+    mask = boostax.gradient_centralization_mask(
+        params,
+        axes=boostax.gradient_centralization_axes(
+            model, workload.sample_inputs, params
+        ),
+    )
     names = [
         "/".join(str(getattr(k, "key", k)) for k in path)
         for path, on in jax.tree_util.tree_flatten_with_path(mask)[0]
