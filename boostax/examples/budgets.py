@@ -4,10 +4,11 @@
 
 The protocol of algorithm speed-up suites (Composer's method cards), and how
 people train: pick a budget, stretch the learning-rate schedule (here a
-linear warm-up over 5% of it, then a cosine to zero) over it, and read the
-final test accuracy. Each arm (plain Optax, a level, a recipe) trains at
-several budgets (fractions of the length at which plain Optax plateaus) and
-seeds, giving accuracy against time:
+linear warm-up over 5% of it, then a cosine to zero:
+`boostax.examples.schedules`) over it, and read the final test accuracy.
+Each arm (plain Optax, a level, a recipe) trains at several budgets
+(fractions of the length at which plain Optax plateaus) and seeds, giving
+accuracy against time:
 
 - **time** = the run's steps x their interleaved step cost: each freeze
   depth's step time is measured against plain Optax's in one interleaved
@@ -35,54 +36,15 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 import boostax
 from boostax.examples import speedup
 
 #: Fractions of the plateau length trained (the full budget last).
 BUDGETS = (0.25, 0.5, 1.0)
-#: Linear warm-up, as a fraction of the budget.
-WARMUP_FRACTION = 0.05
 #: An arm may reach plain's full-budget accuracy this much lower (0.2 point).
 TOLERANCE = 0.002
-
-
-def warmup_cosine(count, peak, warmup, horizon):
-    """Linear warm-up over `warmup` steps, then a cosine to 0 at `horizon`."""
-    count = jnp.asarray(count, jnp.float32)
-    ramp = peak * (count + 1) / jnp.maximum(warmup, 1.0)
-    progress = jnp.clip(
-        (count - warmup) / jnp.maximum(horizon - warmup, 1.0), 0, 1
-    )
-    decay = 0.5 * peak * (1 + jnp.cos(jnp.pi * progress))
-    return jnp.where(count < warmup, ramp, decay)
-
-
-def _scheduled_sgd(learning_rate, momentum, warmup, horizon):
-    return optax.sgd(
-        lambda count: warmup_cosine(count, learning_rate, warmup, horizon),
-        momentum=momentum,
-    )
-
-
-def scheduled_sgd(
-    learning_rate: float, horizon_steps: int, momentum: float = 0.9
-) -> optax.GradientTransformation:
-    """SGD with momentum on a warm-up + cosine schedule over `horizon_steps`.
-
-    The horizon is a hyper-parameter in the optimizer state
-    (``optax.inject_hyperparams``), not a constant of the compiled step, so
-    the steps of every budget are the same programs.
-    """
-    return optax.inject_hyperparams(_scheduled_sgd)(
-        learning_rate=learning_rate,
-        momentum=momentum,
-        warmup=float(round(WARMUP_FRACTION * horizon_steps)),
-        horizon=float(horizon_steps),
-    )
 
 
 def budget(workload: speedup.Workload, fraction: float) -> speedup.Workload:

@@ -40,7 +40,7 @@ import jax
 import optax
 
 import boostax
-from boostax.examples import baseline, data, models
+from boostax.examples import baseline, data, models, schedules
 
 PLAIN = "plain optax"
 
@@ -94,9 +94,7 @@ class Workload:
 
     def optimizer(self) -> optax.GradientTransformation:
         if self.schedule == "cosine":
-            from boostax.examples import budgets  # noqa: PLC0415 (a cycle)
-
-            return budgets.scheduled_sgd(self.learning_rate, self.total_steps)
+            return schedules.scheduled_sgd(self.learning_rate, self.total_steps)
         return optax.sgd(self.learning_rate, momentum=0.9)
 
     def batches(self, seed: int, epoch: int):
