@@ -121,6 +121,7 @@ from boostax._src.step_bytes import SavedActivations as SavedActivations
 from boostax._src.step_bytes import StepBytes as StepBytes
 from boostax._src.step_bytes import collective_bytes as collective_bytes
 from boostax._src.step_bytes import compute_dtypes as compute_dtypes
+from boostax._src.step_bytes import replica_groups as replica_groups
 from boostax._src.step_bytes import saved_activations as saved_activations
 from boostax._src.step_bytes import step_bytes as step_bytes
 from boostax._src.timing import interleaved_timings as interleaved_timings
@@ -221,6 +222,7 @@ __all__ = (
     "precision_policy",
     "progressive_freeze_steps",
     "recipe",
+    "replica_groups",
     "save_pca_matrix",
     "save_snapshot",
     "saved_activations",

@@ -9,6 +9,8 @@ alone.
 """
 
 import ast
+import glob
+import json
 import os
 
 from absl.testing import absltest, parameterized
@@ -57,9 +59,13 @@ def _sources() -> list[str]:
     )
 
 
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def _parse(path: str) -> ast.Module:
-    with open(path) as f:
-        return ast.parse(f.read())
+    return ast.parse(_read(path))
 
 
 def _imports(module: str) -> set[str]:
@@ -182,6 +188,27 @@ class LayeringTest(parameterized.TestCase):
         graph = _import_graph()
         self.assertIn("boostax._src.validation", graph["boostax._src.cost"])
         self.assertEqual(_cycles(graph), [])
+
+    def test_benchmarks_examples_and_notebooks_use_the_public_api(self):
+        root = os.path.dirname(PACKAGE)
+        sources = {
+            path: _read(path)
+            for pattern in ("benchmarks/*.py", "boostax/examples/*.py")
+            for path in glob.glob(os.path.join(root, pattern))
+        }
+        for path in glob.glob(os.path.join(root, "notebooks", "*.ipynb")):
+            with open(path, encoding="utf-8") as f:
+                cells = json.load(f)["cells"]
+            sources[path] = "\n".join(
+                "".join(c["source"]) for c in cells if c["cell_type"] == "code"
+            )
+        self.assertGreater(len(sources), 20)
+        for path, text in sources.items():
+            # A short message: the file's name, not its text.
+            self.assertFalse(
+                "boostax._src" in text,
+                f"{os.path.relpath(path, root)} imports boostax._src",
+            )
 
     def test_cycle_finder_reports_a_loop(self):
         graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
