@@ -233,4 +233,6 @@ __all__ = (
     "with_gradient_centralization",
 )
 
-del _src  # noqa: F821  (keep the private package out of the public namespace)
+# Keeps the private package out of the public namespace: importing its
+# modules above bound `_src` here, unseen by ruff and mypy.
+del _src  # type: ignore[name-defined]  # noqa: F821

@@ -61,6 +61,11 @@ class CurveTest(absltest.TestCase):
             budgets.run_seconds(plain, {None: 0.8}, 2.0), 6.4
         )
 
+    def test_summarize_needs_the_runs_seconds(self):
+        plain = [budgets.BudgetRun(1.0, 0, 1, 0.9, None, 0.0)]
+        with self.assertRaisesRegex(ValueError, "seed 0 has no `seconds`"):
+            budgets.summarize({"plain": plain}, (1.0,))
+
     def test_summarize(self):
         def run(fraction, seed, accuracy, seconds):
             r = budgets.BudgetRun(fraction, seed, 1, accuracy, None, 0.0)

@@ -135,7 +135,7 @@ def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
       (1536.0, {'all-reduce': 1})
     """
     validation.check_str("hlo", hlo, allow_empty=True)
-    total, counts = 0.0, {}
+    total, counts = 0.0, dict[str, int]()
     for line in hlo.splitlines():
         line = re.sub(r"/\*.*?\*/", "", line)  # /*index=5*/ in tuples
         m = _COLLECTIVE.search(line)
@@ -175,7 +175,7 @@ class SavedActivations(NamedTuple):
 
     bytes: int
     by_dtype: dict[str, int]
-    count: int
+    count: int  # type: ignore[assignment]  # shadows `tuple.count`
 
 
 def _saved_residuals():

@@ -226,6 +226,16 @@ def _median(values):
     return statistics.fmean(middle)
 
 
+def _seconds(run: BudgetRun) -> float:
+    """`run.seconds`, which a summary needs (`run_seconds` sets it)."""
+    if run.seconds is None:
+        raise ValueError(
+            f"The run at budget {run.fraction} seed {run.seed} has no "
+            "`seconds`: set them from `depth_step_costs` (`run_seconds`)."
+        )
+    return run.seconds
+
+
 def _budget_stats(
     arm_runs: Sequence[BudgetRun], budgets: Sequence[float], plain_time: float
 ) -> dict[str, dict[str, Any]]:
@@ -235,7 +245,7 @@ def _budget_stats(
     for fraction in budgets:
         at = [r for r in arm_runs if r.fraction == fraction]
         accuracies = [r.final_accuracy for r in at]
-        seconds = statistics.median(r.seconds for r in at)
+        seconds = statistics.median(_seconds(r) for r in at)
         stats[str(fraction)] = {
             "seeds": [r.seed for r in at],
             "accuracy": accuracies,
@@ -269,7 +279,7 @@ def summarize(
     full = max(budgets)
     plain_full = [r for r in runs[plain_name] if r.fraction == full]
     target = statistics.median(r.final_accuracy for r in plain_full)
-    plain_time = statistics.median(r.seconds for r in plain_full)
+    plain_time = statistics.median(_seconds(r) for r in plain_full)
     # Plain's own time to the target, on its median curve: its full budget,
     # or less where plain plateaus before it (then the full budget would
     # flatter every arm).
@@ -295,7 +305,7 @@ def summarize(
         seeds = sorted({r.seed for r in arm_runs})
         curves = {
             seed: [
-                (r.seconds, r.final_accuracy)
+                (_seconds(r), r.final_accuracy)
                 for r in arm_runs
                 if r.seed == seed
             ]
@@ -488,7 +498,7 @@ def measure(
         for r in arm_runs
     }
     runs: dict[str, list[BudgetRun]] = {m.name: [] for m in makers}
-    full_arms = None
+    full_arms: list[speedup.Arm] = []  # the full budget's
     for fraction in sorted(budgets):
         budget_workload = budget(workload, fraction)
         arms = [m.make(budget_workload) for m in makers]

@@ -440,7 +440,7 @@ def step_costs(
     *,
     repetitions: int,
     steps: int,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Steady-state step time of each arm, interleaved, as a ratio to the
     first arm's (plain Optax).
 
@@ -449,7 +449,7 @@ def step_costs(
 
     Returns:
       ``{name: {"seconds": median, "ratio": median per-repetition ratio,
-      "ratio_q1", "ratio_q3": its quartiles}}``.
+      "ratio_q1", "ratio_q3": its quartiles, "samples": the seconds}}``.
     """
     batch = next(workload.batches(0, 0))
 
