@@ -152,6 +152,7 @@ def _check_range(name: str, allowed: _Range | None, value) -> None:
         raise ValueError(f"`{name}` must be {allowed.text}, got {value!r}.")
 
 
+@dataclasses.dataclass(frozen=True)
 class _Section:
     """Validates and normalizes every key of a section dataclass."""
 
@@ -351,7 +352,7 @@ def _resolve_switches(level: str, boost: BoostSection) -> BoostSection:
     """
     given = boost.switches()
     if boost.mode == "manual":
-        resolved = {
+        resolved: dict[str, Any] = {
             name: (name in LEVEL_ALGORITHMS[level]) if value is None else value
             for name, value in given.items()
         }
@@ -528,7 +529,7 @@ class BoostConfig:
                 f"{validation.got(config)}."
             )
         _check_names(config)
-        sections = {
+        sections: dict[str, Any] = {
             name: SECTIONS[name](**values) for name, values in config.items()
         }
         return cls(level=level, **sections)
@@ -620,7 +621,7 @@ def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
       >>> boostax.BoostConfig.from_dict(config, level="O1").enabled_algorithms
       ('less_bn', 'grad_freeze')
     """
-    config = {
+    config: dict[str, dict[str, Any]] = {
         "boost": {"mode": "manual", "less_bn": True, "grad_freeze": True},
         "less_bn": {"fn_flag": False, "gc_flag": True},
         "grad_freeze": {"freeze_type": 2, "freeze_p": 0.7},

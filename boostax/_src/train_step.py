@@ -310,7 +310,7 @@ class TrainStep:
         return self.builder.trace_count
 
     @property
-    def compile_seconds(self) -> dict[int | None, float]:
+    def compile_seconds(self) -> dict[executables_lib.Key, float]:
         return self.executables.compile_seconds
 
     @property
@@ -446,17 +446,20 @@ class TrainStep:
     def _key(self, depth: int | None) -> int | None:
         """The program of freeze `depth` (depths training the same leaves
         share one)."""
-        return None if depth is None else self.freezing.canonical_depth(depth)
+        if depth is None or self.freezing is None:
+            return None
+        return self.freezing.canonical_depth(depth)
 
     def _program_schedule(self) -> program_schedule.ProgramSchedule:
         """The freezing's `ProgramSchedule`, built once (on the first call
         with freezing: the plan needs the parameters)."""
+        assert self.freezing is not None  # called for a freezing step
         self._schedule = program_schedule.ProgramSchedule(
             self.freezing, self.freeze_warmup_steps, self._warmup_given
         )
         return self._schedule
 
-    def _checked_step_function(self, key: int | None):
+    def _checked_step_function(self, key: executables_lib.Key):
         """The builder's step of `key`, checking the batch when traced.
 
         Checks that run when the step is traced run once per structure,
@@ -496,6 +499,7 @@ class TrainStep:
         """`state`'s freeze position; a state this step did not just return
         is checked first (and its position read from the device)."""
         if self._is_own(state):
+            assert self._last is not None  # what `_is_own` compared
             return self._last[1]
         self.check_state(state)
         step_checks.check_not_deleted(state)
@@ -515,13 +519,13 @@ class TrainStep:
         schedule = self._schedule or self._program_schedule()
         return schedule.program_at(position)
 
-    def program_shares(self) -> dict[int | None, float]:
+    def program_shares(self) -> dict[executables_lib.Key, float]:
         """``{program: fraction of the steps it runs}`` over the freezing
         sequence (``{None: 1.0}`` without freezing): the weights of
         `cost_report`. Call after `init` (the plan needs the parameters)."""
         return executables_lib.key_shares(self.freezing)
 
-    def compile_all(self, state: TrainState, batch) -> dict[int | None, Any]:
+    def compile_all(self, state: TrainState, batch) -> dict[Any, Any]:
         """Compiles the step of every depth ahead of time.
 
         Every program of the freezing sequence (in the order the run from
@@ -536,9 +540,11 @@ class TrainStep:
         position = self._checked_position(state)
         batch = self._batch(batch)
         freezing = self.freezing
+        keys: list[executables_lib.Key]
         if freezing is None:
             keys = [None]
         else:
+            assert position is not None  # a freezing state has one
             keys = executables_lib.keys_by_first_use(freezing, position)
             keys += [k for k in self.program_shares() if k not in keys]
             if self.program_at(position) == freezing_lib.MASKED:
