@@ -45,7 +45,6 @@ import numpy as np
 import optax
 
 import boostax
-from boostax._src import step_bytes as step_bytes_lib
 from boostax.examples import models, speedup
 
 # Before any backend use: 16 host CPU devices, whatever XLA_FLAGS says.
@@ -145,7 +144,7 @@ def split_bytes(hlo: str, num_devices: int, per_node: int) -> dict:
             parts["across_nodes"] += sent * across / len(pairs)
             parts["within_node"] += sent * (len(pairs) - across) / len(pairs)
             continue
-        groups = step_bytes_lib.replica_groups(line) or [range(num_devices)]
+        groups = boostax.replica_groups(line) or [range(num_devices)]
         nodes = [[d // per_node for d in g] for g in groups]
         if all(len(set(g)) <= 1 for g in nodes):
             parts["within_node"] += sent

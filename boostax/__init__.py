@@ -135,6 +135,7 @@ from boostax._src.step_bytes import SavedActivations as SavedActivations
 from boostax._src.step_bytes import StepBytes as StepBytes
 from boostax._src.step_bytes import collective_bytes as collective_bytes
 from boostax._src.step_bytes import compute_dtypes as compute_dtypes
+from boostax._src.step_bytes import replica_groups as replica_groups
 from boostax._src.step_bytes import saved_activations as saved_activations
 from boostax._src.step_bytes import step_bytes as step_bytes
 from boostax._src.step_factory import make_train_step as make_train_step
@@ -241,6 +242,7 @@ __all__ = (
     "precision_policy",
     "progressive_freeze_steps",
     "recipe",
+    "replica_groups",
     "save_pca_matrix",
     "save_snapshot",
     "saved_activations",
@@ -253,4 +255,6 @@ __all__ = (
     "with_gradient_centralization",
 )
 
-del _src  # noqa: F821  (keep the private package out of the public namespace)
+# Keeps the private package out of the public namespace: importing its
+# modules above bound `_src` here, unseen by ruff and mypy.
+del _src  # type: ignore[name-defined]  # noqa: F821

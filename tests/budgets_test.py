@@ -1,6 +1,7 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The budget protocol's arithmetic (`boostax.examples.budgets`)."""
+"""The budget protocol's arithmetic and schedule (`boostax.examples.budgets`,
+`boostax.examples.schedules`)."""
 
 import math
 from unittest import mock
@@ -8,29 +9,29 @@ from unittest import mock
 import numpy as np
 from absl.testing import absltest
 
-from boostax.examples import budgets
+from boostax.examples import budgets, schedules
 
 
 class ScheduleTest(absltest.TestCase):
     def test_warmup_then_cosine_to_zero(self):
         peak, warmup, horizon = 0.1, 5.0, 100.0
         values = [
-            float(budgets.warmup_cosine(c, peak, warmup, horizon))
+            float(schedules.warmup_cosine(c, peak, warmup, horizon))
             for c in range(101)
         ]
         np.testing.assert_allclose(values[:5], [0.02, 0.04, 0.06, 0.08, 0.1])
         self.assertAlmostEqual(values[5], peak, places=6)
         mid = 5 + (horizon - warmup) / 2
         np.testing.assert_allclose(
-            float(budgets.warmup_cosine(mid, peak, warmup, horizon)), peak / 2
+            float(schedules.warmup_cosine(mid, peak, warmup, horizon)), peak / 2
         )
         self.assertAlmostEqual(values[100], 0.0, places=7)
         self.assertTrue(np.all(np.diff(values[5:]) <= 1e-9))
 
     def test_horizon_lives_in_the_state(self):
         # Two budgets, one program: the horizon is a hyper-parameter.
-        short = budgets.scheduled_sgd(0.1, 100)
-        long = budgets.scheduled_sgd(0.1, 400)
+        short = schedules.scheduled_sgd(0.1, 100)
+        long = schedules.scheduled_sgd(0.1, 400)
         params = {"w": np.zeros(2, np.float32)}
         s, l_ = short.init(params), long.init(params)
         self.assertEqual(float(s.hyperparams["horizon"]), 100.0)
@@ -59,6 +60,11 @@ class CurveTest(absltest.TestCase):
         self.assertAlmostEqual(
             budgets.run_seconds(plain, {None: 0.8}, 2.0), 6.4
         )
+
+    def test_summarize_needs_the_runs_seconds(self):
+        plain = [budgets.BudgetRun(1.0, 0, 1, 0.9, None, 0.0)]
+        with self.assertRaisesRegex(ValueError, "seed 0 has no `seconds`"):
+            budgets.summarize({"plain": plain}, (1.0,))
 
     def test_summarize(self):
         def run(fraction, seed, accuracy, seconds):

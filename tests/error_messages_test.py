@@ -117,6 +117,13 @@ class BatchAndCountersTest(absltest.TestCase):
             ):
                 step(state, (inputs, Y))
 
+    def test_a_numpy_key_is_held_as_a_jax_array(self):
+        step, variables = _mlp_step()
+        key = np.asarray(jax.random.PRNGKey(3))
+        state = step.init(variables, rng=key)
+        self.assertIsInstance(state.rng, jax.Array)
+        np.testing.assert_array_equal(state.rng, key)
+
     def test_a_state_with_a_bad_rng_or_step_is_refused(self):
         # Was JAX's "invalid PRNG key data" from inside the step.
         step, variables = _mlp_step()

@@ -134,6 +134,13 @@ class TransformerTest(absltest.TestCase):
         self.assertEqual(lm.steps_to(ours.curve, ours.final_loss), 10)
         self.assertIsNone(lm.steps_to(ours.curve, 0.0))
 
+    def test_a_plain_step_needs_its_predict(self):
+        def step(state, batch):
+            return state, {}
+
+        with self.assertRaisesRegex(TypeError, "`predict` is required"):
+            lm.train(step, None, _workload(), seed=0, steps=1)
+
     def test_less_bn_says_it_found_no_batch_norm(self):
         workload = _workload()
         model, x = workload.model(0), workload.sample_inputs

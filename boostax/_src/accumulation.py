@@ -35,7 +35,7 @@ import optax
 
 from boostax._src import tree_utils, validation
 
-Schedule = Callable[[jax.Array], jax.Array]
+Schedule = Callable[[jax.Array], jax.typing.ArrayLike]
 
 
 class GradientAccumulationState(NamedTuple):
@@ -200,7 +200,8 @@ def gradient_accumulation(
         )
 
     # Read by the train step, which keeps freezing aligned with the cycles.
-    update_fn.accumulation_steps = (
+    # (mypy: an attribute set on a function, read by `accumulation_steps`.)
+    update_fn.accumulation_steps = (  # type: ignore[attr-defined]
         None if callable(every_k_schedule) else every_k_schedule
     )
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -268,7 +268,7 @@ def _block_sum(x, node: AxisName, q: int, level: int) -> jax.Array:
 
 def _adasum_buffer(
     buf, layout: _Layout, node: AxisName, local: AxisName | None, eps: float
-) -> jax.Array:
+) -> tuple[jax.Array, jax.Array]:
     """VHDD AdaSum of ``buf`` (``(Q, M)`` on each device) over `node`.
 
     Each device along `local` holds a disjoint slice of the vector, so the
@@ -381,7 +381,7 @@ def _reduce(
         vec = jnp.concatenate([jnp.ravel(leaves[i]).astype(acc) for i in small])
         mean_axes = node_axes
         if local is not None and not local_identical:
-            mean_axes = node_axes + local_axes
+            mean_axes = node_axes + (local_axes or ())
         vec = lax.pmean(vec, _canonical(mean_axes))
         if local is not None and local_identical:
             # Equal on the local devices: take one copy, bit for bit.

@@ -232,7 +232,7 @@ def auto_boost(
     loss_scale = components.loss_scale_from_config(boost_config, loss_scale)
     precision = precision_lib.get_policy(precision)
     convert_variables, less_bn_report = None, None
-    model_options = dict(
+    model_options: dict[str, Any] = dict(
         batch_keys=batch_keys,
         rng_collections=rng_collections,
         train_kwargs=train_kwargs,

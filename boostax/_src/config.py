@@ -159,6 +159,7 @@ def _check_range(name: str, allowed: _Range | None, value) -> None:
         raise ValueError(f"`{name}` must be {allowed.text}, got {value!r}.")
 
 
+@dataclasses.dataclass(frozen=True)
 class _Section:
     """Validates and normalizes every key of a section dataclass."""
 
@@ -397,7 +398,7 @@ def _resolve_switches(level: str, boost: BoostSection) -> BoostSection:
     """
     given = boost.switches()
     if boost.mode == "manual":
-        resolved = {
+        resolved: dict[str, Any] = {
             name: (name in LEVEL_ALGORITHMS[level]) if value is None else value
             for name, value in given.items()
         }
@@ -585,7 +586,7 @@ class BoostConfig:
                 f"{validation.got(config)}."
             )
         _check_names(config)
-        sections = {
+        sections: dict[str, Any] = {
             name: SECTIONS[name](**values) for name, values in config.items()
         }
         return cls(level=level, **sections)

@@ -69,7 +69,7 @@ class Accelerator(_AcceleratorFields):
         source: str,
     ):
         validation.check_str("name", name)
-        rates = [
+        peak_flops, peak_bytes_per_second = [
             validation.check_number(field, value, minimum=0, open_minimum=True)
             for field, value in (
                 ("peak_flops", peak_flops),
@@ -77,7 +77,9 @@ class Accelerator(_AcceleratorFields):
             )
         ]
         validation.check_str("source", source, allow_empty=True)
-        return super().__new__(cls, name, *rates, source)
+        return super().__new__(
+            cls, name, peak_flops, peak_bytes_per_second, source
+        )
 
     def seconds(self, flops: float, bytes_accessed: float) -> float:
         """The roofline time of a step: its slower of compute and memory."""
@@ -178,7 +180,7 @@ class ExecutableCost(_ExecutableCostFields):
     ):
         flops = _check_real("flops", flops)
         bytes_accessed = _check_real("bytes_accessed", bytes_accessed)
-        sizes = [
+        temp_bytes, argument_bytes, output_bytes = [
             validation.check_int(name, value)
             for name, value in (
                 ("temp_bytes", temp_bytes),
@@ -202,7 +204,9 @@ class ExecutableCost(_ExecutableCostFields):
             cls,
             flops,
             bytes_accessed,
-            *sizes,
+            temp_bytes,
+            argument_bytes,
+            output_bytes,
             collective_bytes,
             collectives,
             kernels,
@@ -230,7 +234,7 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
     if isinstance(analysis, list):  # older JAX: one dict per computation
         analysis = analysis[0] if analysis else {}
     memory = compiled.memory_analysis()
-    hlo = compiled.as_text()
+    hlo = compiled.as_text() or ""  # None: no text (kernel_counts refuses)
     sent, counts = step_bytes_lib.collective_bytes(hlo)
     kinds = hlo_kernels.kernel_counts(hlo)
 
@@ -330,7 +334,9 @@ class CostReport:
     def expected_step_ratio(self) -> float:
         """The projected step-time ratio (boosted / plain) on the
         accelerator: below 1 the boosted step is cheaper."""
-        return self.ratios["projected_step_time"]
+        projected = self.ratios["projected_step_time"]
+        assert projected is not None  # `cost_report` always sets it
+        return projected
 
     def as_dict(self) -> dict[str, Any]:
         """Plain Python values, ready for ``json.dump``."""

@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -31,7 +31,11 @@ import numpy as np
 
 from boostax._src import freezing as freezing_lib
 
-Key = Hashable  # a freeze depth, or None without freezing
+# A freeze program: a depth, freezing.MASKED, or None (no freezing).
+FreezeKey = int | str | None
+# A program: a freeze program; with a sequence-length warm-up, the pair
+# (freeze program, length).
+Key = FreezeKey | tuple[FreezeKey, int]
 
 
 def sequence_keys(freezing: freezing_lib.Freezing) -> np.ndarray:
@@ -56,7 +60,7 @@ def key_shares(freezing: freezing_lib.Freezing | None) -> dict[Key, float]:
 
 def keys_by_first_use(
     freezing: freezing_lib.Freezing, position: int
-) -> list[int]:
+) -> list[FreezeKey]:
     """The programs in the order the sequence, from train step `position`,
     first needs them (wrapping around, unless the sequence does not wrap)."""
     keys = sequence_keys(freezing)

@@ -201,7 +201,9 @@ def to_flax_train_state(
     if train_step.donate_state:
         arrays = train_step.own_copy(arrays)
     return cls(
-        apply_fn=getattr(model, "apply", None),
+        # None for a step of a loss function (no model), whatever Flax's
+        # annotation says: `from_flax_train_state` reads it back.
+        apply_fn=getattr(model, "apply", None),  # type: ignore[arg-type]
         tx=train_step.plan(state.params).optimizer,
         **arrays,
         **fields,
@@ -278,6 +280,7 @@ def from_flax_train_state(
         if f.name not in _OWN_FIELDS
         and isinstance(getattr(flax_state, f.name), Mapping)
     }
+    variables: Any  # the loss function's params: any pytree
     if isinstance(train_step.objective, objectives_lib.FunctionObjective):
         variables = flax_state.params
     else:

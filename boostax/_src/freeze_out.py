@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from boostax._src import freezing as freezing_lib
@@ -49,7 +50,8 @@ class FreezeOutState(NamedTuple):
         (``inf``: it never does), ``float32`` scalars.
     """
 
-    count: jax.Array
+    # Named as Optax's states' `count`, shadowing `tuple.count`.
+    count: jax.Array  # type: ignore[assignment]
     freeze_at: Any
 
 
@@ -65,7 +67,7 @@ def freeze_out_factor(count, freeze_at):
 
 def scale_by_freeze_out(
     groups: Sequence[Sequence[tuple[str, ...]]] | None,
-    freeze_steps: Sequence[int],
+    freeze_steps: Sequence[int] | np.ndarray,
     *,
     groups_number: int | None = None,
 ) -> optax.GradientTransformation:

@@ -512,7 +512,9 @@ class Freezing:
 
 
 def split_learning_rates(
-    learning_rates: Sequence[float], strategy: Sequence[int], groups: int
+    learning_rates: Sequence[float],
+    strategy: Sequence[int] | np.ndarray,
+    groups: int,
 ) -> list[Callable[[jax.Array], jax.Array]]:
     """Per-group schedules from a per-step learning-rate list (FreezeOpt).
 
@@ -554,12 +556,12 @@ def restrict_groups(
     ]
     known = {leaf for group in groups for leaf in group}
     extra = [leaf for leaf in present if leaf not in known]
-    present = set(present)
+    kept = set(present)
     restricted = []
     for k, group in enumerate(groups):
         modules = {leaf[:-1] for leaf in group}
         restricted.append(
-            tuple(leaf for leaf in group if leaf in present)
+            tuple(leaf for leaf in group if leaf in kept)
             + tuple(e for e in extra if k == 0 or e[:-1] in modules)
         )
     return tuple(restricted)

@@ -46,7 +46,9 @@ _CALLED = re.compile(
 def _computations(hlo: str) -> tuple[dict[str, list[str]], str | None]:
     """``({name: instruction lines}, entry name)`` of an HLO module's text."""
     computations: dict[str, list[str]] = {}
-    entry, name, lines = None, None, None
+    entry: str | None = None
+    name = ""
+    lines: list[str] | None = None  # the open computation's (None: none)
     for line in hlo.splitlines():
         if lines is None:
             found = _COMPUTATION.match(line)
@@ -128,8 +130,8 @@ def kernel_counts(hlo: str) -> dict[str, int]:
             "computation (compiled.as_text()), got one without."
         )
 
-    def count(name: str, seen: tuple[str, ...]) -> collections.Counter:
-        counts: collections.Counter = collections.Counter()
+    def count(name: str, seen: tuple[str, ...]) -> collections.Counter[str]:
+        counts: collections.Counter[str] = collections.Counter()
         if name in seen or name not in computations:
             return counts
         for line in computations[name]:
@@ -139,7 +141,9 @@ def kernel_counts(hlo: str) -> dict[str, int]:
             if opcode.endswith(("-done", "-update")):
                 continue
             if opcode in _CONTROL_FLOW:
-                counts += max(
+                # The branch with the most kernels (`max` apart from `+=`,
+                # whose operand type would be inferred for `c`).
+                heaviest: collections.Counter[str] = max(
                     (
                         sum(
                             (count(c, (*seen, name)) for c in sequence),
@@ -150,6 +154,7 @@ def kernel_counts(hlo: str) -> dict[str, int]:
                     key=lambda c: sum(c.values()),
                     default=collections.Counter(),
                 )
+                counts += heaviest
             else:
                 counts[opcode] += 1
         return counts

@@ -232,7 +232,7 @@ def _is_original(variables: dict, model: LinenLessBN) -> bool:
 
 def _batch_norm_values(variables: dict, path) -> dict[str, Any]:
     """A BatchNorm's ``scale``, ``bias``, ``mean``, ``var`` (those held)."""
-    values = {}
+    values: dict[str, Any] = {}
     for collection in variables.values():
         held = nested_get(collection, path)
         if isinstance(held, dict):
@@ -379,6 +379,7 @@ def _linen_fn_head(
     dense: nn.Dense, x: jax.Array, scale_init=1.0, log_scale=False
 ) -> jax.Array:
     """The FN head in place of `dense`, reusing its kernel variable."""
+    assert dense.scope is not None  # bound: intercepted in the model's call
     kernel = dense.scope.param(
         "kernel",
         dense.kernel_init,

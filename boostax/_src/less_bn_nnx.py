@@ -113,7 +113,7 @@ def apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
     layer is not replaced by an FN head (`ValueError`).
     """
     model = nnx.clone(model)
-    modules = dict(nnx.iter_modules(model))
+    modules: dict = dict(nnx.iter_modules(model))  # the plan says which kind
     if plan.fn_head is not None:
         trained = _trained_evidence(modules, plan)
         if trained is not None:

@@ -491,7 +491,7 @@ def match(
             if bn not in view.removed
         ]
         view.removed.update(marks)
-    return sorted(found, key=lambda m: graph.nodes[m.batch_norm].call.index)
+    return sorted(found, key=lambda m: graph.nodes[m.batch_norm].layer.index)
 
 
 def _start_inputs(view, ref) -> list[list[_Ref]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from boostax._src import less_bn_patterns, model_graph, validation
@@ -171,7 +171,7 @@ def batch_norm_folds(
     folds = []
     for path in removed:
         node = next(n for n in graph.layers("batch_norm") if n.path == path)
-        module = node.call.module
+        module = node.layer.module
         axis = getattr(module, "axis", -1)
         rank = len(node.shape)
         channels_last = axis in (-1, rank - 1) if rank else axis == -1
@@ -181,11 +181,11 @@ def batch_norm_folds(
             source is not None
             and source.kind in ("conv", "grouped_conv", "dense")
             and [c.id for c in graph.data_consumers(source)] == [node.id]
-            and calls.get(tuple(source.path)) == 1
+            and calls.get(tuple(source.layer.path)) == 1
             and calls.get(tuple(path)) == 1
             and tuple(source.shape) == tuple(node.shape)
         ):
-            into = tuple(source.path)
+            into = tuple(source.layer.path)
         folds.append(
             BatchNormFold(
                 tuple(path),
@@ -240,7 +240,7 @@ class LessBNPlan:
 
 
 def residual_branch_ends(
-    graph: model_graph.Graph, removed: Sequence[tuple[Any, ...]]
+    graph: model_graph.Graph, removed: Collection[tuple[Any, ...]]
 ) -> tuple[tuple[Any, ...], ...]:
     """The kept BatchNorms that end a residual branch LessBN thinned.
 
@@ -269,7 +269,7 @@ def residual_branch_ends(
             if path is None:
                 break
             if path in removed:
-                ends.append(node.path)
+                ends.append(node.layer.path)
                 break
     return tuple(ends)
 
@@ -311,9 +311,9 @@ def plan_less_bn(
     matches = less_bn_patterns.match(
         graph, not_starts=() if fn_head_node is None else (fn_head_node.id,)
     )
-    removed_paths = [graph.nodes[m.batch_norm].path for m in matches]
+    removed_paths = [graph.nodes[m.batch_norm].layer.path for m in matches]
     kept = tuple(
-        path_str(n.path)
+        path_str(n.layer.path)
         for n in graph.layers("batch_norm")
         if n.path not in removed_paths
     )
@@ -322,7 +322,7 @@ def plan_less_bn(
     if fn_head_node is not None:
         fn_head = fn_head_node.path
         # The bias goes, the multiplier comes.
-        module = fn_head_node.call.module
+        module = fn_head_node.layer.module
         use_bias = getattr(module, "use_bias", True)
         features = getattr(
             module, "features", getattr(module, "out_features", 0)
@@ -340,7 +340,9 @@ def plan_less_bn(
         removed_parameters=removed_parameters,
     )
     excluded = [
-        n.path for n in graph.nodes if n.kind in ("grouped_conv", "fn_head")
+        n.layer.path
+        for n in graph.nodes
+        if n.kind in ("grouped_conv", "fn_head")
     ]
     if fn_head is not None:
         excluded.append(fn_head)

@@ -107,6 +107,14 @@ class Node:
     def path(self) -> tuple[Any, ...] | None:
         return None if self.call is None else self.call.path
 
+    @property
+    def layer(self) -> ModuleCall:
+        """The `ModuleCall` of a layer node (a layer `kind`: ``"conv"``,
+        ``"batch_norm"``, ...); a `ValueError` for an operation's node."""
+        if self.call is None:
+            raise ValueError(f"Node {self.id} ({self.kind}) is not a layer.")
+        return self.call
+
 
 @dataclasses.dataclass
 class Graph:
@@ -400,7 +408,7 @@ def build_graph(
         if call is not None and call.index in layer_nodes:
             node = nodes[layer_nodes[call.index]]
         else:
-            kind = call.kind if call else _op_kind(eqn, len(data_in))
+            kind = (call and call.kind) or _op_kind(eqn, len(data_in))
             node = Node(len(nodes), kind, call)
             nodes.append(node)
             if call is not None:

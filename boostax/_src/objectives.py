@@ -269,7 +269,7 @@ class LinenObjective:
     has_aux: bool = False
     train_kwargs: Mapping[str, Any] | None = None
     eval_kwargs: Mapping[str, Any] | None = None
-    rng_collections: tuple[str, ...] = ("dropout",)
+    rng_collections: Sequence[str] = ("dropout",)  # a tuple once checked
     convert_variables: Callable[[Any], Any] | None = None
     batch_keys: tuple[str, str] | None = None
 

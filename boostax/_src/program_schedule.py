@@ -103,12 +103,13 @@ class ProgramSchedule:
         # program compiled: the step time `keys_to_compile` plans with.
         self._clock: tuple[int, float] | None = None
         if lengths is None:
-            self.program_at = self._freeze_at  # the per-call path, direct
+            # The per-call path, direct: a bound method as the attribute.
+            self.program_at = self._freeze_at  # type: ignore[method-assign]
         if freezing is None:
             # The programs of the warm-up's updates, listed once.
             self._by_update = [(None, int(n)) for n in lengths.table]
             self._full = (None, lengths.full_length)
-            self.program_at = self._length_at
+            self.program_at = self._length_at  # type: ignore[method-assign]
             return
         # What `program_at` reads, listed once: it runs on every call.
         self._keys = executables_lib.sequence_keys(freezing).tolist()
@@ -214,8 +215,11 @@ class ProgramSchedule:
         first needs them: the depths' own (after the freezing warm-up),
         with lengths paired with each; `warmup`: the warm-up's too."""
         freezing, lengths = self.freezing, self.lengths
+        keys: list[executables_lib.Key]
+        tail: list[executables_lib.FreezeKey]
         if lengths is None:
-            keys = executables_lib.keys_by_first_use(freezing, position)
+            assert freezing is not None  # a schedule has one or the other
+            keys = list(executables_lib.keys_by_first_use(freezing, position))
             if warmup and position < self.warmup:
                 keys = [freezing_lib.MASKED, *keys]
             return keys

@@ -14,7 +14,7 @@ def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
 
     MindSpore's O1 (LessBN with its FN head, and random gradient freezing)
     costs more steps than it saves time on a CIFAR-shaped ResNet (see the
-    README's results). The recipe keeps the parts that measured cheapest:
+    docs/results.md). The recipe keeps the parts that measured cheapest:
 
     - LessBN's BatchNorm removal with gradient centralization, and the dense
       head kept (``fn_flag`` False: the FN head costs steps here);
@@ -23,10 +23,10 @@ def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
       (``freeze_p`` 0.7), so the saved compute grows through training.
 
     Pass it as the config of level ``"O1"``; change any key as with any
-    config. Measured on that ResNet (README, "Over training budgets"): at
-    the budget where plain Optax plateaus, 0.75x its time for 1.1 points
-    less accuracy; at twice that budget, plain's accuracy in 0.73x its
-    time. Not sooner to plain's plateau accuracy.
+    config. Measured on that ResNet (docs/results.md, "Over training
+    budgets"): at the budget where plain Optax plateaus, 0.75x its time
+    for 1.1 points less accuracy; at twice that budget, plain's accuracy
+    in 0.73x its time. Not sooner to plain's plateau accuracy.
 
     Args:
       total_steps: the run's length in updates (``grad_freeze.total_steps``),
@@ -42,7 +42,7 @@ def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
       >>> boostax.BoostConfig.from_dict(config, level="O1").enabled_algorithms
       ('less_bn', 'grad_freeze')
     """
-    config = {
+    config: dict[str, dict[str, Any]] = {
         "boost": {"mode": "manual", "less_bn": True, "grad_freeze": True},
         "less_bn": {"fn_flag": False, "gc_flag": True},
         "grad_freeze": {"freeze_type": 2, "freeze_p": 0.7},

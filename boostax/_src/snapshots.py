@@ -165,7 +165,7 @@ class Trajectory:
     def __init__(self, capacity: int):
         self._capacity = validation.check_int("capacity", capacity, minimum=1)
         self._buffer: np.ndarray | None = None
-        self._signature = None
+        self._signature: tuple[Any, Any] | None = None
         self._count = 0  # snapshots recorded so far, including overwritten
 
     @property
@@ -314,10 +314,19 @@ def _checkpoint_dirs(root: str) -> list[str]:
         for e in os.scandir(root)
         if e.is_dir() and _TMP_MARKER not in e.name
     )
-    found = [(n, _item_dir(os.path.join(root, n))) for n in names]
-    found = [(n, item) for n, item in found if item is not None]
-    matches = [re.fullmatch(r"(.*?)(\d+)", n) for n, _ in found]
-    if found and all(matches) and len({m.group(1) for m in matches}) == 1:
+    found = [
+        (n, item)
+        for n in names
+        if (item := _item_dir(os.path.join(root, n))) is not None
+    ]
+    matches = [
+        m for n, _ in found if (m := re.fullmatch(r"(.*?)(\d+)", n)) is not None
+    ]
+    if (
+        found
+        and len(matches) == len(found)
+        and len({m.group(1) for m in matches}) == 1
+    ):
         # Numbered steps, e.g. "5" or "step_5": numeric order, 5 before 10.
         steps = {
             n: int(m.group(2)) for (n, _), m in zip(found, matches, strict=True)
@@ -414,6 +423,7 @@ def load_trajectory(
             _write_row(data[i], leaves)
     finally:
         checkpointer.close()
+    assert data is not None  # `items` is not empty
     return data
 
 

@@ -263,7 +263,7 @@ class StepBuilder:
 
     # -- the step ---------------------------------------------------------
 
-    def step_function(self, depth: int | None) -> StepFunction:
+    def step_function(self, depth: int | str | None) -> StepFunction:
         """``step(state, batch) -> (state, metrics)`` at freeze `depth`.
 
         Not jitted; with data parallelism, it runs under ``jax.shard_map``
@@ -289,6 +289,7 @@ class StepBuilder:
         freezing = plan.freezing
         if depth is None or depth == freezing_lib.MASKED:
             return None, params, None
+        assert freezing is not None  # a depth: the step freezes
         if freezing.trains_everything(depth, params):
             return None, params, None
         mask = freezing.mask(params, depth)
@@ -370,6 +371,7 @@ class StepBuilder:
             # The warm-up program: every gradient is computed; the frozen
             # ones are zeroed here and the frozen leaves' params and slots
             # restored after the update (`freezing.MASKED`).
+            assert plan.freezing is not None  # a depth: the step freezes
             depth = plan.freezing.traced_depth(state.algorithms.freeze.position)
             trained = plan.freezing.traced_mask(state.params, depth)
             grads = jax.tree.map(
@@ -415,6 +417,7 @@ class StepBuilder:
 
         extra = dict(value=loss, grad=grads, value_fn=value_fn)
         if depth is not None:
+            assert plan.freezing is not None  # a depth: the step freezes
             # Every counter a schedule reads advances on the same events: a
             # dropped update moves the freeze sequence but leaves the
             # optimizer state as it was, so a schedule tied to the freeze
@@ -500,7 +503,9 @@ class StepBuilder:
 
 def own_opt_state(plan: StepPlan, opt_state, depth):
     """The optimizer state of the optimizer that ran at `depth`."""
-    if depth is not None and plan.freezing.group_optimizers is not None:
+    if depth is None or plan.freezing is None:
+        return opt_state
+    if plan.freezing.group_optimizers is not None:
         return opt_state[depth]  # FreezeOpt: one state per group
     return opt_state
 

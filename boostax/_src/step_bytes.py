@@ -28,12 +28,12 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-# JAX's public `jax.ad_checkpoint.print_saved_residuals` prints this list;
-# the function returning it is not exported.
-from jax._src.ad_checkpoint import saved_residuals
-
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import validation
+
+#: The JAX versions `saved_activations` is tested with: it reads a private
+#: JAX function, so ``pyproject.toml`` bounds ``jax`` by the same range.
+SUPPORTED_JAX = ">=0.10.2,<0.11"
 
 _DTYPE_BYTES = {
     "pred": 1,
@@ -77,9 +77,26 @@ def _ints(text: str) -> list[int]:
 
 
 def replica_groups(line: str) -> list[list[int]]:
-    """The device groups of one HLO collective: listed (``{{0,1},{2,3}}``)
-    or as an iota (``[2,2]<=[4]``, ``[2,2]<=[2,2]T(1,0)``); ``[]`` when the
-    line lists none."""
+    """The device groups of one HLO collective.
+
+    Reads both spellings of ``replica_groups``: listed (``{{0,1},{2,3}}``)
+    and as an iota (``[2,2]<=[4]``, ``[2,2]<=[2,2]T(1,0)``: device ids
+    ``0..3`` reshaped, transposed, reshaped).
+
+    Args:
+      line: one line of HLO text (``compiled.as_text()``).
+
+    Returns:
+      The groups, each a list of device ids; ``[]`` when the line lists
+      none (a collective over every device).
+
+    Example:
+      >>> import boostax
+      >>> boostax.replica_groups("all-reduce(%g), replica_groups={{0,2},{1,3}}")
+      [[0, 2], [1, 3]]
+      >>> boostax.replica_groups("replica_groups=[2,2]<=[2,2]T(1,0)")
+      [[0, 2], [1, 3]]
+    """
     m = _IOTA.search(line)
     if m:
         ids = np.arange(np.prod(_ints(m.group(2)))).reshape(_ints(m.group(2)))
@@ -119,7 +136,7 @@ def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
       (1536.0, {'all-reduce': 1})
     """
     validation.check_str("hlo", hlo, allow_empty=True)
-    total, counts = 0.0, {}
+    total, counts = 0.0, dict[str, int]()
     for line in hlo.splitlines():
         line = re.sub(r"/\*.*?\*/", "", line)  # /*index=5*/ in tuples
         m = _COLLECTIVE.search(line)
@@ -159,7 +176,27 @@ class SavedActivations(NamedTuple):
 
     bytes: int
     by_dtype: dict[str, int]
-    count: int
+    count: int  # type: ignore[assignment]  # shadows `tuple.count`
+
+
+def _saved_residuals():
+    """JAX's ``saved_residuals``, imported here rather than with boostax.
+
+    JAX's public ``jax.ad_checkpoint.print_saved_residuals`` prints this
+    list; the function returning it lives in the private ``jax._src``, which
+    a JAX release may move: only the functions reading it fail then, not
+    ``import boostax``.
+    """
+    try:
+        from jax._src.ad_checkpoint import saved_residuals  # noqa: PLC0415
+    except ImportError as e:
+        raise ImportError(
+            "saved_activations (and step_bytes, cost_report, which use it) "
+            "needs jax._src.ad_checkpoint.saved_residuals, a private JAX "
+            f"function that JAX {jax.__version__} does not provide; it is "
+            f"supported with jax{SUPPORTED_JAX} (boostax's pyproject.toml)."
+        ) from e
+    return saved_residuals
 
 
 def saved_activations(fn, *args) -> SavedActivations:
@@ -175,6 +212,10 @@ def saved_activations(fn, *args) -> SavedActivations:
     Returns:
       `SavedActivations`.
 
+    Raises:
+      ImportError: this JAX lacks the private function the residuals are
+        read with (supported: `SUPPORTED_JAX`).
+
     Example:
       >>> import jax.numpy as jnp, boostax
       >>> f = lambda w, x: jnp.tanh(x @ w).sum()
@@ -185,7 +226,7 @@ def saved_activations(fn, *args) -> SavedActivations:
     """
     by_dtype: dict[str, int] = {}
     count = 0
-    for aval, source in saved_residuals(fn, *args):
+    for aval, source in _saved_residuals()(fn, *args):
         if source.startswith("from the argument"):
             continue
         name = aval.dtype.name

@@ -64,6 +64,7 @@ def not_a_state_message(state) -> str:
 
 
 def check_rng(rng) -> jax.Array:
+    """`rng` as `TrainState.rng`: a PRNG key, a NumPy one made a JAX array."""
     if rng is None:
         return jax.random.PRNGKey(0)
     if not isinstance(rng, jax.Array | np.ndarray) or not (
@@ -75,7 +76,7 @@ def check_rng(rng) -> jax.Array:
             f"jax.random.key(seed)) or None, got {type(rng).__name__} "
             f"({rng!r})."
         )
-    return rng
+    return jnp.asarray(rng)
 
 
 def _shape_and_dtype(x) -> tuple[tuple[int, ...], Any]:

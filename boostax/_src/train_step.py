@@ -333,7 +333,7 @@ class TrainStep:
         return self.builder.trace_count
 
     @property
-    def compile_seconds(self) -> dict[int | None, float]:
+    def compile_seconds(self) -> dict[executables_lib.Key, float]:
         return self.executables.compile_seconds
 
     @property
@@ -469,7 +469,9 @@ class TrainStep:
     def _key(self, depth: int | None) -> int | None:
         """The program of freeze `depth` (depths training the same leaves
         share one)."""
-        return None if depth is None else self.freezing.canonical_depth(depth)
+        if depth is None or self.freezing is None:
+            return None
+        return self.freezing.canonical_depth(depth)
 
     def _program_schedule(self, state=None, batch=None):
         """The `ProgramSchedule`, built once (on the first call: the plan
@@ -495,7 +497,7 @@ class TrainStep:
         )
         return self._schedule
 
-    def _checked_step_function(self, key: int | None):
+    def _checked_step_function(self, key: executables_lib.Key):
         """The builder's step of `key`, checking the batch when traced.
 
         Checks that run when the step is traced run once per structure,
@@ -503,10 +505,15 @@ class TrainStep:
         before the model is traced, and cost nothing per call.
         """
         truncate = None
+        freeze_key: executables_lib.FreezeKey
         if self.seq_len_warmup is not None:  # a (depth, length) program
-            key, length = key
+            assert isinstance(key, tuple) and self._schedule is not None
+            freeze_key, length = key
             truncate = self._schedule.lengths.truncate(length)
-        step = self.builder.step_function(key)
+        else:
+            assert not isinstance(key, tuple)
+            freeze_key = key
+        step = self.builder.step_function(freeze_key)
         check_batch = self.objective.check_batch
 
         @functools.wraps(step)
@@ -541,6 +548,7 @@ class TrainStep:
         """`state`'s freeze position; a state this step did not just return
         is checked first (and its position read from the device)."""
         if self._is_own(state):
+            assert self._last is not None  # what `_is_own` compared
             return self._last[1]
         self.check_state(state)
         step_checks.check_not_deleted(state)
@@ -647,8 +655,8 @@ class TrainStep:
             key = depth
         else:
             key = None if depth is None else self._key(depth)
-        key = key if length is None else (key, length)
-        return self.executables.trace(key, state, self._batch(batch))
+        program: executables_lib.Key = key if length is None else (key, length)
+        return self.executables.trace(program, state, self._batch(batch))
 
     def lower(
         self, state: TrainState, batch, depth: int | None = None

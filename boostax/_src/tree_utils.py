@@ -90,8 +90,9 @@ def nested_has(tree: dict, path) -> bool:
 
 def nested_pop(tree: dict, path) -> None:
     """Removes ``tree[path[0]]...[path[-1]]`` in place, if it is there."""
+    node: Any = tree
     for key in path[:-1]:
-        tree = tree.get(key)
-        if not isinstance(tree, dict):
+        node = node.get(key)
+        if not isinstance(node, dict):
             return
-    tree.pop(path[-1], None)
+    node.pop(path[-1], None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 import warnings
 
 from boostax._src import validation
@@ -31,7 +32,8 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
         raise TypeError(
             f"`category` must be a Warning class, {validation.got(category)}."
         )
-    frame, level = sys._getframe(1), 2  # 2: the caller of this function
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 2  # the caller of this function
     while frame is not None and frame.f_code.co_filename.startswith(_SRC):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

@@ -4,10 +4,11 @@
 
 The protocol of algorithm speed-up suites (Composer's method cards), and how
 people train: pick a budget, stretch the learning-rate schedule (here a
-linear warm-up over 5% of it, then a cosine to zero) over it, and read the
-final test accuracy. Each arm (plain Optax, a level, a recipe) trains at
-several budgets (fractions of the length at which plain Optax plateaus) and
-seeds, giving accuracy against time:
+linear warm-up over 5% of it, then a cosine to zero:
+`boostax.examples.schedules`) over it, and read the final test accuracy.
+Each arm (plain Optax, a level, a recipe) trains at several budgets
+(fractions of the length at which plain Optax plateaus) and seeds, giving
+accuracy against time:
 
 - **time** = the run's steps x their interleaved step cost: each freeze
   depth's step time is measured against plain Optax's in one interleaved
@@ -35,54 +36,15 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 import boostax
 from boostax.examples import speedup
 
 #: Fractions of the plateau length trained (the full budget last).
 BUDGETS = (0.25, 0.5, 1.0)
-#: Linear warm-up, as a fraction of the budget.
-WARMUP_FRACTION = 0.05
 #: An arm may reach plain's full-budget accuracy this much lower (0.2 point).
 TOLERANCE = 0.002
-
-
-def warmup_cosine(count, peak, warmup, horizon):
-    """Linear warm-up over `warmup` steps, then a cosine to 0 at `horizon`."""
-    count = jnp.asarray(count, jnp.float32)
-    ramp = peak * (count + 1) / jnp.maximum(warmup, 1.0)
-    progress = jnp.clip(
-        (count - warmup) / jnp.maximum(horizon - warmup, 1.0), 0, 1
-    )
-    decay = 0.5 * peak * (1 + jnp.cos(jnp.pi * progress))
-    return jnp.where(count < warmup, ramp, decay)
-
-
-def _scheduled_sgd(learning_rate, momentum, warmup, horizon):
-    return optax.sgd(
-        lambda count: warmup_cosine(count, learning_rate, warmup, horizon),
-        momentum=momentum,
-    )
-
-
-def scheduled_sgd(
-    learning_rate: float, horizon_steps: int, momentum: float = 0.9
-) -> optax.GradientTransformation:
-    """SGD with momentum on a warm-up + cosine schedule over `horizon_steps`.
-
-    The horizon is a hyper-parameter in the optimizer state
-    (``optax.inject_hyperparams``), not a constant of the compiled step, so
-    the steps of every budget are the same programs.
-    """
-    return optax.inject_hyperparams(_scheduled_sgd)(
-        learning_rate=learning_rate,
-        momentum=momentum,
-        warmup=float(round(WARMUP_FRACTION * horizon_steps)),
-        horizon=float(horizon_steps),
-    )
 
 
 def budget(workload: speedup.Workload, fraction: float) -> speedup.Workload:
@@ -264,6 +226,16 @@ def _median(values):
     return statistics.fmean(middle)
 
 
+def _seconds(run: BudgetRun) -> float:
+    """`run.seconds`, which a summary needs (`run_seconds` sets it)."""
+    if run.seconds is None:
+        raise ValueError(
+            f"The run at budget {run.fraction} seed {run.seed} has no "
+            "`seconds`: set them from `depth_step_costs` (`run_seconds`)."
+        )
+    return run.seconds
+
+
 def _budget_stats(
     arm_runs: Sequence[BudgetRun], budgets: Sequence[float], plain_time: float
 ) -> dict[str, dict[str, Any]]:
@@ -273,7 +245,7 @@ def _budget_stats(
     for fraction in budgets:
         at = [r for r in arm_runs if r.fraction == fraction]
         accuracies = [r.final_accuracy for r in at]
-        seconds = statistics.median(r.seconds for r in at)
+        seconds = statistics.median(_seconds(r) for r in at)
         stats[str(fraction)] = {
             "seeds": [r.seed for r in at],
             "accuracy": accuracies,
@@ -307,7 +279,7 @@ def summarize(
     full = max(budgets)
     plain_full = [r for r in runs[plain_name] if r.fraction == full]
     target = statistics.median(r.final_accuracy for r in plain_full)
-    plain_time = statistics.median(r.seconds for r in plain_full)
+    plain_time = statistics.median(_seconds(r) for r in plain_full)
     # Plain's own time to the target, on its median curve: its full budget,
     # or less where plain plateaus before it (then the full budget would
     # flatter every arm).
@@ -333,7 +305,7 @@ def summarize(
         seeds = sorted({r.seed for r in arm_runs})
         curves = {
             seed: [
-                (r.seconds, r.final_accuracy)
+                (_seconds(r), r.final_accuracy)
                 for r in arm_runs
                 if r.seed == seed
             ]
@@ -526,7 +498,7 @@ def measure(
         for r in arm_runs
     }
     runs: dict[str, list[BudgetRun]] = {m.name: [] for m in makers}
-    full_arms = None
+    full_arms: list[speedup.Arm] = []  # the full budget's
     for fraction in sorted(budgets):
         budget_workload = budget(workload, fraction)
         arms = [m.make(budget_workload) for m in makers]

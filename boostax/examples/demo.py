@@ -146,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if not args.quick:
         workload = dataclasses.replace(workload, epochs=args.epochs)
     arms = [speedup.plain_arm(workload)]
-    rows = [(level, level, None) for level in boostax.LEVELS]
+    rows: list[tuple[str, str, Any]] = [
+        (level, level, None) for level in boostax.LEVELS
+    ]
     # boostax's O1 recipe, beside MindSpore's O1.
     rows.insert(2, ("O1 recipe", "O1", boostax.recipe()))
     if not args.quick:  # each level's algorithms alone

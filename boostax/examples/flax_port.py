@@ -249,15 +249,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     steps_per_epoch = num_examples(Config(), "train") // Config().batch_size
     steps = int(steps_per_epoch * args.epochs)
-    boost_config = None
+    boost_config: dict[str, dict[str, int]] | None = None
     if args.level != "O0":
         boost_config = {
             "grad_freeze": {"param_groups": 4, "total_steps": steps}
         }
-    if args.level == "O2":
-        boost_config["common"] = {
-            "device_number": max(jax.local_device_count() // 2, 1)
-        }
+        if args.level == "O2":
+            boost_config["common"] = {
+                "device_number": max(jax.local_device_count() // 2, 1)
+            }
     config = dataclasses.replace(
         Config(),
         num_epochs=args.epochs,

@@ -36,6 +36,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+import boostax
 from boostax.examples import models, text
 
 
@@ -295,7 +296,13 @@ def train(
         seed's stream from there, and evaluations count from it).
       on_step: ``on_step(step, state)`` after every step (e.g. snapshots).
     """
-    predict = predict or step.predict
+    if predict is None:
+        if not isinstance(step, boostax.TrainStep):
+            raise TypeError(
+                "`predict` is required with a step that is not a "
+                f"boostax.TrainStep, got step={step!r} and no predict."
+            )
+        predict = step.predict
     steps = workload.steps - first_step if steps is None else steps
     batches = workload.batches(seed, first_step + steps)
     for _ in range(first_step):

@@ -184,8 +184,10 @@ class NNXBasicBlock(nnx.Module):
         self.conv2 = conv(features, features, (3, 3))
         self.bn2 = norm(features)
         if in_features != features or strides != (1, 1):
-            self.shortcut_conv = conv(in_features, features, (1, 1), strides)
-            self.shortcut_bn = norm(features)
+            self.shortcut_conv: nnx.Conv | None = conv(
+                in_features, features, (1, 1), strides
+            )
+            self.shortcut_bn: nnx.BatchNorm | None = norm(features)
         else:
             self.shortcut_conv = self.shortcut_bn = None
 

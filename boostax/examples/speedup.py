@@ -40,7 +40,7 @@ import jax
 import optax
 
 import boostax
-from boostax.examples import baseline, data, models
+from boostax.examples import baseline, data, models, schedules
 
 PLAIN = "plain optax"
 
@@ -94,9 +94,7 @@ class Workload:
 
     def optimizer(self) -> optax.GradientTransformation:
         if self.schedule == "cosine":
-            from boostax.examples import budgets  # noqa: PLC0415 (a cycle)
-
-            return budgets.scheduled_sgd(self.learning_rate, self.total_steps)
+            return schedules.scheduled_sgd(self.learning_rate, self.total_steps)
         return optax.sgd(self.learning_rate, momentum=0.9)
 
     def batches(self, seed: int, epoch: int):
@@ -442,7 +440,7 @@ def step_costs(
     *,
     repetitions: int,
     steps: int,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Steady-state step time of each arm, interleaved, as a ratio to the
     first arm's (plain Optax).
 
@@ -451,7 +449,7 @@ def step_costs(
 
     Returns:
       ``{name: {"seconds": median, "ratio": median per-repetition ratio,
-      "ratio_q1", "ratio_q3": its quartiles}}``.
+      "ratio_q1", "ratio_q3": its quartiles, "samples": the seconds}}``.
     """
     batch = next(workload.batches(0, 0))
 

@@ -125,8 +125,8 @@ class OptimizerProcess:
         self.opt = opt
         self.origin_params = param_labels
         self.weight_decay = weight_decay
-        self.gc_mask = None
-        self.gc_axes = None
+        self.gc_mask: Any = None  # a mask or a function of the params
+        self.gc_axes: Any = None  # fan-in axes per leaf, or a function
 
     @staticmethod
     def build_params_dict(network: Any, sample_inputs: Any = None) -> dict:

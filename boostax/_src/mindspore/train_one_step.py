@@ -90,7 +90,7 @@ class BoostTrainOneStepCell:
         sens = validation.check_optional_number(
             "sens", sens, none_means="1.0", minimum=0, open_minimum=True
         )
-        self.sens = 1.0 if sens is None else sens
+        self.sens: float | None = 1.0 if sens is None else sens
         loss_scale = (
             None
             if self.sens == 1.0
