@@ -77,6 +77,10 @@ class DefaultsTest(parameterized.TestCase):
         extras["zero_init_residual"] = False
         for key, value in extras.items():
             self.assertEqual(defaults["less_bn"].pop(key), value)
+        # fn_flag None: MindSpore's True where the FN head can work (a
+        # classifier's logits), off on per-position outputs.
+        self.assertIsNone(defaults["less_bn"]["fn_flag"])
+        defaults["less_bn"]["fn_flag"] = True
         self.assertEqual(defaults, SEED_DEFAULTS)
 
     def test_empty_dict_none_and_empty_string_give_defaults(self):
