@@ -41,9 +41,9 @@ The full run writes its training curves first (``"complete": false``),
 then the measurements. The README's figures come from two processes (AdaSum
 needs the 8 devices, which the single-device timings are better without):
 
-    python benchmarks/transformer.py --arms O0 centralization "LessBN (O1)" \
-        "freeze MindSpore" "freeze light" "freeze progressive" \
-        "accumulation x4" "dynamic loss scale" DimReduce     # ~22 min
+    python benchmarks/transformer.py --arms O0 O1 centralization \
+        "LessBN (O1)" "freeze MindSpore" "freeze light" "freeze progressive" \
+        "accumulation x4" "dynamic loss scale" DimReduce     # ~26 min
     python benchmarks/transformer.py --arms "AdaSum 8 devices" "O0 lr x2" \
         "O0 lr x4" --out benchmarks/results/transformer_adasum.json
     python benchmarks/transformer.py --quick   # smoke test
