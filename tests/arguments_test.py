@@ -89,19 +89,19 @@ _TABLE = [
         "less_bn",
         "fn_flag",
         lambda v: boostax.less_bn(models.MLP(), X, fn_flag=v),
-        BAD_BOOLS,
+        BAD_OPTIONAL_BOOLS,  # None: the FN head where it works
     ),
     (
         "less_bn_report",
         "fn_flag",
         lambda v: boostax.less_bn_report(models.MLP(), X, fn_flag=v),
-        BAD_BOOLS,
+        BAD_OPTIONAL_BOOLS,  # None: the FN head where it works
     ),
     (
         "LessBN",
         "fn_flag",
         lambda v: boost.LessBN(models.MLP(), v, sample_inputs=X),
-        BAD_BOOLS,
+        BAD_OPTIONAL_BOOLS,  # None: the FN head where it works
     ),
     (
         "interleaved_timings",

@@ -173,8 +173,12 @@ class BenchmarksTest(parameterized.TestCase):
         self.assertEqual(summary["O0"]["same_curve_as_plain"], [True])
         notes = summary["LessBN (O1)"]["notes"]
         self.assertIn("found no BatchNorm", notes["less_bn_report"])
+        # O1's FN head is not put on the per-position logits, and the
+        # report says why.
         self.assertIn(
-            "FN head replaces dense layer head", notes["less_bn_report"]
+            "FN head not placed: the output (1, 32, 256) of the last dense "
+            "layer 'head' is per position",
+            notes["less_bn_report"],
         )
         self.assertEqual(
             len(result["corpus"]["train_files"])

@@ -79,6 +79,10 @@ class DefaultsTest(parameterized.TestCase):
             self.assertEqual(defaults["less_bn"].pop(key), value)
         # boostax's own section (sequence-length warm-up) is off.
         self.assertFalse(defaults.pop("seq_len_warmup")["enabled"])
+        # fn_flag None: MindSpore's True where the FN head can work (a
+        # classifier's logits), off on per-position outputs.
+        self.assertIsNone(defaults["less_bn"]["fn_flag"])
+        defaults["less_bn"]["fn_flag"] = True
         self.assertEqual(defaults, SEED_DEFAULTS)
 
     def test_empty_dict_none_and_empty_string_give_defaults(self):

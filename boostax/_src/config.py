@@ -237,10 +237,16 @@ class LessBNSection(_Section):
     defaults that keep MindSpore's behaviour: ``fn_scale`` (the FN head's
     initial scale; MindSpore's is 1), ``fn_log_scale`` (train its log) and
     ``zero_init_residual`` (each thinned residual branch starts at zero).
+
+    ``fn_flag`` left as ``None`` is MindSpore's ``True`` where the FN head
+    can work (a classifier's class logits) and off elsewhere (a language
+    model's per-position logits), the LessBN report saying why; an
+    explicit ``True`` where it cannot work is refused (`boostax.less_bn`).
     """
 
     NAME: ClassVar[str] = "less_bn"
-    fn_flag: bool = _key(True, "bool")
+    # Not a `_key`: None (the level's choice) is checked in __post_init__.
+    fn_flag: bool | None = None
     gc_flag: bool = _key(True, "bool")
     # boostax's options (MindSpore's behaviour by default): the FN head's
     # initial scale and its parametrisation, and blocks that start as the
@@ -248,6 +254,11 @@ class LessBNSection(_Section):
     fn_scale: float = _key(1.0, "float", _interval(0, math.inf, open_low=True))
     fn_log_scale: bool = _key(False, "bool")
     zero_init_residual: bool = _key(False, "bool")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.fn_flag is not None:
+            _coerce("less_bn.fn_flag", "bool", self.fn_flag)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,16 +57,21 @@ def plan(
     model,
     sample_inputs,
     *,
-    fn_flag: bool = False,
+    fn_flag: bool | None = False,
     fn_scale: float = 1.0,
     fn_log_scale: bool = False,
     zero_init_residual: bool = False,
 ) -> LessBNPlan:
-    """The LessBN decisions for a Linen or NNX `model` (shapes only)."""
-    validation.check_bool("fn_flag", fn_flag)
+    """The LessBN decisions for a Linen or NNX `model` (shapes only).
+
+    `fn_flag` ``None`` is the levels' default: an FN head only where it can
+    work (`less_bn_plan.fn_head_placement`); ``True`` where it cannot is
+    refused (`ValueError`).
+    """
+    validation.check_optional_bool("fn_flag", fn_flag)
     fn_scale, fn_log_scale = check_fn_scale(fn_scale, fn_log_scale)
     validation.check_bool("zero_init_residual", zero_init_residual)
-    if not fn_flag and (fn_scale != 1.0 or fn_log_scale):
+    if fn_flag is False and (fn_scale != 1.0 or fn_log_scale):
         raise ValueError(
             "`fn_scale` and `fn_log_scale` set the FN head, which only "
             "`fn_flag=True` builds: got fn_flag=False with "
@@ -90,17 +95,20 @@ def plan(
     )
 
 
-def less_bn_report(model, sample_inputs, *, fn_flag: bool = False):
+def less_bn_report(model, sample_inputs, *, fn_flag: bool | None = False):
     """Says which BatchNorms `less_bn` removes from `model`, and why.
 
     Args:
       model: a Flax Linen or NNX module.
       sample_inputs: one batch of inputs (or a tuple of positional inputs);
         only shapes and dtypes are used.
-      fn_flag: whether the last dense layer becomes an FN head.
+      fn_flag: whether the last dense layer becomes an FN head (see
+        `less_bn`; ``None``, O1's default: where it can work, and the
+        report says why not elsewhere).
 
     Returns:
-      A `LessBNReport`; ``print(report)`` lists each BatchNorm.
+      A `LessBNReport`; ``print(report)`` lists each BatchNorm and what
+      became of the FN head.
     """
     return plan(model, sample_inputs, fn_flag=fn_flag).report
 
@@ -115,8 +123,12 @@ def apply_plan(model, less_bn_plan: LessBNPlan):
             )
         else:
             found = NO_BATCH_NORM
+        head = less_bn_plan.report.fn_head_line
         warnings.warn(
-            f"{found}; it is returned unchanged.", UserWarning, stacklevel=3
+            f"{found}; it is returned unchanged."
+            + ("" if head is None else f" {head}"),
+            UserWarning,
+            stacklevel=3,
         )
         return model
     if isinstance(model, nn.Module):
@@ -169,7 +181,7 @@ def less_bn(
     model,
     sample_inputs,
     *,
-    fn_flag: bool = False,
+    fn_flag: bool | None = False,
     fn_scale: float = 1.0,
     fn_log_scale: bool = False,
     zero_init_residual: bool = False,
@@ -185,7 +197,13 @@ def less_bn(
       sample_inputs: one batch of inputs (or a tuple of positional inputs);
         only shapes and dtypes are used.
       fn_flag: replace the last dense layer by an FN head (kernel copied,
-        bias dropped, scale `fn_scale`).
+        bias dropped, scale `fn_scale`). It only works on a classifier's
+        class logits: the model's output, one vector per example
+        ``(batch, classes)``. ``True`` on any other model (a language
+        model's per-position logits ``(batch, seq, vocab)``, a head that is
+        no dense layer) raises `ValueError`; ``None`` (O1's and O2's
+        default) places it where it works and otherwise skips it, saying
+        why in `less_bn_report`.
       fn_scale: the FN head's initial scale (MindSpore: 1; see `FNHead`).
       fn_log_scale: train the FN head's ``log(s)`` instead of ``s``.
       zero_init_residual: start the BatchNorm that ends each thinned residual

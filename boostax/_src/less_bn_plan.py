@@ -13,7 +13,6 @@ modules apply it. Its `LessBNReport` says what was removed and why.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -62,12 +61,16 @@ class LessBNReport:
       removed_parameters: trainable parameters removed (BN scales and
         biases, and the dense bias when an FN head replaces it, minus the
         FN multiplier).
+      fn_head_skipped: why the FN head was not placed, when the level's
+        default (``fn_flag=None``) asked for one where it cannot work
+        (see `fn_head_placement`); ``None`` otherwise.
     """
 
     removed: tuple[RemovedBatchNorm, ...]
     kept: tuple[str, ...]
     fn_head: str | None
     removed_parameters: int
+    fn_head_skipped: str | None = None
 
     def __post_init__(self):
         for r in validation.check_sequence(
@@ -82,6 +85,8 @@ class LessBNReport:
             validation.check_str("kept", path, allow_empty=True)
         if self.fn_head is not None:
             validation.check_str("fn_head", self.fn_head, allow_empty=True)
+        if self.fn_head_skipped is not None:
+            validation.check_str("fn_head_skipped", self.fn_head_skipped)
         # Negative when an FN head replaces a bias-free layer (+1 multiplier).
         validation.check_int("removed_parameters", self.removed_parameters)
 
@@ -90,16 +95,25 @@ class LessBNReport:
         """Whether the model has any BatchNorm (removed or kept)."""
         return bool(self.removed or self.kept)
 
+    @property
+    def fn_head_line(self) -> str | None:
+        """What the report says of the FN head: placed, skipped or nothing."""
+        if self.fn_head_skipped is not None:
+            return f"FN head not placed: {self.fn_head_skipped}."
+        if self.fn_head is not None:
+            return f"FN head replaces dense layer {self.fn_head}"
+        return None
+
     def __str__(self) -> str:
+        head = self.fn_head_line
         if not self.found_batch_norm:
             # Said plainly: "0 of 0 removed" reads like a failed match, and
             # a transformer's LayerNorms are not what LessBN removes.
             lines = [NO_BATCH_NORM + ", none removed."]
             if self.fn_head is not None:
-                lines.append(
-                    f"  FN head replaces dense layer {self.fn_head}, "
-                    f"{self.removed_parameters} parameters fewer."
-                )
+                head += f", {self.removed_parameters} parameters fewer."
+            if head is not None:
+                lines.append(f"  {head}")
             return "\n".join(lines)
         lines = [
             f"LessBN: {len(self.removed)} of "
@@ -111,8 +125,8 @@ class LessBNReport:
             for r in self.removed
         ]
         lines += [f"  = {path}: kept" for path in self.kept]
-        if self.fn_head is not None:
-            lines.append(f"  FN head replaces dense layer {self.fn_head}")
+        if head is not None:
+            lines.append(f"  {head}")
         return "\n".join(lines)
 
 
@@ -274,10 +288,92 @@ def residual_branch_ends(
     return tuple(ends)
 
 
+def fn_head_placement(
+    graph: model_graph.Graph,
+) -> tuple[model_graph.Node | None, str | None]:
+    """Where LessBN's FN head can go: ``(node, None)`` or ``(None, why)``.
+
+    The FN head turns a dense layer's outputs into cosines times a learned
+    scale that starts at 1 (`FNHead`): that suits a classifier's class
+    logits, one vector per example, which it replaces in MindSpore's
+    networks. It does not suit a language model's per-position logits:
+    a next-token distribution over a vocabulary must sharpen far beyond
+    what scaled cosines give at first (on the bundled byte-level
+    transformer the loss stalled at 2.55 against plain's 1.86). So the FN
+    head goes on the last dense layer (in call order) only when
+
+    - its output is the model's output: nothing reads it but reshapes,
+      casts and constant scalings (a tied-embedding ``attend`` head is no
+      dense layer, so the last one is then inside a block, feeding more);
+    - its output is one vector per example: ``(batch, classes)`` with the
+      batch of the model's first input, or ``(classes,)``. Rank 3 and more,
+      ``(batch, seq, vocab)``, is per position, and so is a ``(batch * seq,
+      vocab)`` output whose rows are not the batch's.
+
+    Returns:
+      The dense layer's node and ``None``, or ``None`` and the reason in
+      words (for `LessBNReport.fn_head_skipped` and error messages).
+    """
+    dense = list(graph.layers("dense"))
+    if not dense:
+        return None, "the model has no dense layer (nn.Dense, nnx.Linear)"
+    node = dense[-1]
+    where = f"the last dense layer {path_str(node.path)!r}"
+    shape = tuple(node.shape)
+    readers = graph.data_consumers(node)
+    if readers:
+        read_by = ", ".join(
+            n.kind if n.call is None else f"{n.kind} {path_str(n.path)!r}"
+            for n in readers
+        )
+        return None, (
+            f"{where} does not give the model's output (its output is read "
+            f"by {read_by}), so it computes no class logits"
+        )
+    if len(shape) > 2:
+        return None, (
+            f"the output {shape} of {where} is per position, not one "
+            "vector of class logits per example (batch, classes)"
+        )
+    batch = graph.nodes[0].shape[:1]
+    if len(shape) == 2 and batch and shape[0] != batch[0]:
+        return None, (
+            f"the output {shape} of {where} has {shape[0]} rows for a "
+            f"batch of {batch[0]}: one per position, not one per example"
+        )
+    return node, None
+
+
+def _refuse_fn_head(given: str, reason: str) -> ValueError:
+    return ValueError(
+        f"{given} asks for LessBN's FN head, which cannot work on this "
+        f"model: {reason}. The FN head (cosine logits times a learned "
+        "scale) replaces a classifier's class-logit layer. Pass "
+        "`fn_flag=False` (in a boost config {'less_bn': {'fn_flag': "
+        "False}}), or leave `fn_flag` unset (None, the levels' default): "
+        "the FN head then goes only where it can work, and the LessBN "
+        "report says why it did not."
+    )
+
+
+def _fn_head_request(fn_flag, fn_scale, fn_log_scale) -> str | None:
+    """The settings that ask for an FN head explicitly, or ``None``."""
+    if fn_flag:
+        return "`fn_flag=True`"
+    changed = []
+    if fn_scale != 1.0:
+        changed.append(f"`fn_scale={fn_scale!r}`")
+    if fn_log_scale:
+        changed.append("`fn_log_scale=True`")
+    if not changed:
+        return None
+    return " and ".join(changed) + " (with `fn_flag` left to the level)"
+
+
 def plan_less_bn(
     graph: model_graph.Graph,
     *,
-    fn_flag: bool,
+    fn_flag: bool | None,
     param_counts,
     fn_scale: float = 1.0,
     fn_log_scale: bool = False,
@@ -287,25 +383,26 @@ def plan_less_bn(
 
     Args:
       graph: the model's `model_graph.Graph`.
-      fn_flag: also replace the last dense layer by an FN head.
+      fn_flag: also replace the last dense layer by an FN head: ``True``
+        (refused with a `ValueError` where it cannot work, see
+        `fn_head_placement`), ``False``, or ``None``, the levels' default:
+        where it can work, else skipped with the reason in the report (a
+        non-default `fn_scale` or `fn_log_scale` asks for the head as
+        ``True`` does).
       param_counts: ``param_counts(path) -> int``, the number of trainable
         parameters of the module at `path`.
       fn_scale, fn_log_scale: the FN head's scale (see `FNHead`).
       zero_init_residual: start each thinned residual branch's last
         BatchNorm at scale zero (`residual_branch_ends`).
     """
-    fn_head_node = None
-    if fn_flag:
-        dense = list(graph.layers("dense"))
-        if dense:
-            fn_head_node = dense[-1]
-        else:
-            warnings.warn(
-                "LessBN: fn_flag=True but the model has no dense layer to "
-                "replace by an FN head.",
-                UserWarning,
-                stacklevel=3,
-            )
+    fn_head_node, skipped = None, None
+    if fn_flag is not False:
+        fn_head_node, skipped = fn_head_placement(graph)
+        # An explicit request is never dropped: fn_flag=True, or an FN
+        # head's own option set with fn_flag left to the level.
+        given = _fn_head_request(fn_flag, fn_scale, fn_log_scale)
+        if skipped is not None and given is not None:
+            raise _refuse_fn_head(given, skipped)
     # MindSpore's FN head puts L2Normalize before its MatMul, so the dense
     # layer it replaces starts no match.
     matches = less_bn_patterns.match(
@@ -338,6 +435,7 @@ def plan_less_bn(
         kept=kept,
         fn_head=None if fn_head is None else path_str(fn_head),
         removed_parameters=removed_parameters,
+        fn_head_skipped=skipped,
     )
     excluded = [
         n.layer.path

@@ -132,7 +132,8 @@ def fold_into_layer(
 def refuse_trained_fn_head(head: str, reason: str) -> ValueError:
     """The error for an FN head that would replace a trained dense layer."""
     return ValueError(
-        f"LessBN's FN head (less_bn fn_flag=True, O1's default) would "
+        "LessBN's FN head (less_bn fn_flag, on a classifier by O1's "
+        "default) would "
         f"replace the dense layer {head} of weights that were trained "
         f"({reason}): its function cannot be kept, and a trained head is "
         "never replaced silently. Keep the trained head by building the step "

@@ -14,7 +14,9 @@ from boostax._src import less_bn as less_bn_lib
 from boostax._src import validation
 
 
-def LessBN(network: Any, fn_flag: bool = False, *, sample_inputs: Any = None):  # noqa: N802
+def LessBN(  # noqa: N802
+    network: Any, fn_flag: bool | None = False, *, sample_inputs: Any = None
+):
     """MindSpore's ``LessBN(network, fn_flag=False)``: `boostax.less_bn`.
 
     MindSpore finds the BatchNorm structures when its graph compiles; a JAX
@@ -23,14 +25,16 @@ def LessBN(network: Any, fn_flag: bool = False, *, sample_inputs: Any = None):  
 
     Args:
       network: a Flax Linen or NNX module.
-      fn_flag: replace the last dense layer by an FN head.
+      fn_flag: replace the last dense layer by an FN head (``None``, what
+        ``AutoBoost`` passes by default: only where it can work, a
+        classifier's class logits; see `boostax.less_bn`).
       sample_inputs: one batch of inputs.
 
     Returns:
       The reduced network (see `boostax.less_bn`).
     """
     validation.check_flax_module("network", network)
-    validation.check_bool("fn_flag", fn_flag)
+    validation.check_optional_bool("fn_flag", fn_flag)
     if sample_inputs is None:
         raise TypeError(
             "LessBN traces the network to find its BatchNorm structures: "
