@@ -110,7 +110,7 @@ class LessBNReport:
             # Said plainly: "0 of 0 removed" reads like a failed match, and
             # a transformer's LayerNorms are not what LessBN removes.
             lines = [NO_BATCH_NORM + ", none removed."]
-            if self.fn_head is not None:
+            if self.fn_head is not None and head is not None:
                 head += f", {self.removed_parameters} parameters fewer."
             if head is not None:
                 lines.append(f"  {head}")
@@ -318,12 +318,12 @@ def fn_head_placement(
     if not dense:
         return None, "the model has no dense layer (nn.Dense, nnx.Linear)"
     node = dense[-1]
-    where = f"the last dense layer {path_str(node.path)!r}"
+    where = f"the last dense layer {path_str(node.layer.path)!r}"
     shape = tuple(node.shape)
     readers = graph.data_consumers(node)
     if readers:
         read_by = ", ".join(
-            n.kind if n.call is None else f"{n.kind} {path_str(n.path)!r}"
+            n.kind if n.call is None else f"{n.kind} {path_str(n.call.path)!r}"
             for n in readers
         )
         return None, (
