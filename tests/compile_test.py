@@ -277,6 +277,48 @@ class WarmupArgumentTest(absltest.TestCase):
             program_schedule.warmup_steps(-1, object())
 
 
+class ProgramSharesTest(absltest.TestCase):
+    def test_shares_count_the_warmup(self):
+        # 40 planned steps: all of them inside the default warm-up (1024),
+        # so the warm-up program is the only one a run of the plan runs.
+        ts, _ = _step(False)
+        self.assertEqual(ts.program_shares(), {freezing.MASKED: 1.0})
+        ts, _ = _step(False, freeze_warmup_steps=WARMUP)
+        keys = executables.sequence_keys(ts.freezing)
+        shares = ts.program_shares()
+        self.assertEqual(list(shares)[0], freezing.MASKED)
+        self.assertAlmostEqual(shares[freezing.MASKED], WARMUP / len(keys))
+        for k in range(GROUPS):
+            self.assertAlmostEqual(
+                shares.get(k, 0.0), np.sum(keys[WARMUP:] == k) / len(keys)
+            )
+        self.assertAlmostEqual(sum(shares.values()), 1.0)
+        # Without a warm-up: the sequence's own shares.
+        ts, _ = _step(False, freeze_warmup_steps=0)
+        self.assertEqual(
+            ts.program_shares(), executables.key_shares(ts.freezing)
+        )
+
+    def test_warmup_end_inside_an_accumulated_update(self):
+        # 2 micro-steps per entry: a warm-up of 3 train steps ends inside
+        # the second entry, whose other micro-step runs its depth's program.
+        sequence = [0, 1, 1, 2]
+        plan = types.SimpleNamespace(
+            can_mask=True,
+            micro_steps=2,
+            wrap=True,
+            sequence=np.array(sequence),
+            groups=[None] * 3,
+            canonical_depth=lambda k: k,
+        )
+        schedule = program_schedule.ProgramSchedule(plan, 3)
+        shares = schedule.shares()
+        runs = [schedule.program_at(p) for p in range(8)]
+        self.assertEqual(
+            shares, {k: runs.count(k) / 8 for k in (freezing.MASKED, 1, 2)}
+        )
+
+
 class ExitTest(absltest.TestCase):
     def test_exits_cleanly_while_depths_compile(self):
         env = dict(os.environ)

@@ -15,6 +15,7 @@ machine, and a resumed run continues bit for bit; only the waiting differs.
 
 from __future__ import annotations
 
+import collections
 import time
 
 from boostax._src import executables as executables_lib
@@ -102,6 +103,28 @@ class ProgramSchedule:
         return keys[
             index % len(keys) if self._wrap else min(index, len(keys) - 1)
         ]
+
+    def shares(self) -> dict:
+        """``{program: fraction of the planned run's train steps it runs}``.
+
+        The planned run is one pass of the sequence (its entries times the
+        micro-steps of each): its first `warmup` positions run the warm-up
+        program (``MASKED``, listed first), the rest their depths' own
+        programs (ascending). A run that ends inside the warm-up runs only
+        ``MASKED``.
+        """
+        micro, keys = self._micro_steps, self._keys
+        total = len(keys) * micro
+        warm = min(self.warmup, total)
+        first = -(-warm // micro)  # the first entry past the warm-up
+        counts = collections.Counter(keys[first:])
+        if first * micro > warm:  # an entry the warm-up's end splits
+            counts[keys[first - 1]] += (first * micro - warm) / micro
+        shares = {freezing_lib.MASKED: warm / total} if warm else {}
+        shares.update(
+            {k: counts[k] * micro / total for k in sorted(counts) if counts[k]}
+        )
+        return shares
 
     def keys_to_compile(
         self, position: int, masked_seconds: float | None

@@ -515,11 +515,16 @@ class TrainStep:
         schedule = self._schedule or self._program_schedule()
         return schedule.program_at(position)
 
-    def program_shares(self) -> dict[int | None, float]:
-        """``{program: fraction of the steps it runs}`` over the freezing
-        sequence (``{None: 1.0}`` without freezing): the weights of
-        `cost_report`. Call after `init` (the plan needs the parameters)."""
-        return executables_lib.key_shares(self.freezing)
+    def program_shares(self) -> dict[int | str | None, float]:
+        """``{program: fraction of the steps it runs}`` over the planned run
+        (one pass of the freezing sequence; ``{None: 1.0}`` without
+        freezing): the warm-up program (``"masked"``) for the first
+        `freeze_warmup_steps`, then each depth's own (`program_at`). The
+        weights of `cost_report`. Call after `init` (the plan needs the
+        parameters)."""
+        if self.freezing is None:
+            return {None: 1.0}
+        return (self._schedule or self._program_schedule()).shares()
 
     def compile_all(self, state: TrainState, batch) -> dict[int | None, Any]:
         """Compiles the step of every depth ahead of time.
@@ -540,7 +545,9 @@ class TrainStep:
             keys = [None]
         else:
             keys = executables_lib.keys_by_first_use(freezing, position)
-            keys += [k for k in self.program_shares() if k not in keys]
+            keys += [
+                k for k in executables_lib.key_shares(freezing) if k not in keys
+            ]
             if self.program_at(position) == freezing_lib.MASKED:
                 keys = [freezing_lib.MASKED, *keys]
             if self.background_compile:
