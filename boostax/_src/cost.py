@@ -34,6 +34,7 @@ from jax.sharding import PartitionSpec as P
 
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import hlo_kernels, validation
 from boostax._src import step_bytes as step_bytes_lib
@@ -215,7 +216,8 @@ class ExecutableCost(_ExecutableCostFields):
 
 
 def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
-    """Reads the cost of ``jax.jit(f).lower(...).compile()``.
+    """Reads the cost of ``jax.jit(f).lower(...).compile()`` (or of a
+    `TrainStep.compile_all` program, an `executables.Program`).
 
     Example:
       >>> import jax, jax.numpy as jnp, boostax
@@ -224,6 +226,8 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
       >>> boostax.executable_cost(compiled).flops
       1024.0
     """
+    if isinstance(compiled, executables_lib.Program):
+        compiled = compiled.compiled
     validation.check_instance(
         "compiled",
         compiled,
@@ -579,8 +583,9 @@ def cost_report(
     validation.check_instance(
         "train_step", train_step, train_step_lib.TrainStep, "a TrainStep"
     )
+    compiled_types = (jax.stages.Compiled, executables_lib.Program)
     if baseline is not None and not isinstance(
-        baseline, (train_step_lib.TrainStep, jax.stages.Compiled)
+        baseline, (train_step_lib.TrainStep, *compiled_types)
     ):
         if not callable(getattr(baseline, "lower", None)):
             raise TypeError(
@@ -601,7 +606,7 @@ def cost_report(
         Accelerator,
         f"one of {sorted(ACCELERATORS)} or an Accelerator",
     )
-    precompiled = isinstance(baseline, jax.stages.Compiled)
+    precompiled = isinstance(baseline, compiled_types)
     if not precompiled and (baseline is None) != (baseline_state is None):
         raise ValueError(
             "Pass `baseline` and `baseline_state` together (or neither, for "
@@ -624,9 +629,10 @@ def cost_report(
     compiled = train_step.compile_all(state, batch)
     shares = train_step.program_shares()
     if freezing_lib.MASKED in shares:  # the freezing warm-up runs it
-        compiled[freezing_lib.MASKED] = train_step.executables.executable(
+        train_step.executables.executable(
             freezing_lib.MASKED, state, train_step._batch(batch)
         )
+        compiled.update(train_step.executables.compiled())
     names = _names(shares)
     costs = {"plain": executable_cost(plain_compiled)}
     costs.update({names[k]: executable_cost(compiled[k]) for k in names})

@@ -234,7 +234,9 @@ class TrainStep:
             precision=precision,
         )
         self.executables = executables_lib.Executables(
-            self._checked_step_function, donate_state=donate_state
+            self._checked_step_function,
+            donate_state=donate_state,
+            given_fields=("rng",),  # the base key: never changed by a step
         )
         self.config = config
         self.background_compile = (
@@ -564,10 +566,11 @@ class TrainStep:
 
     @property
     def step(self):
-        """The jitted ``step(state, batch)``; with freezing, `__call__`."""
+        """The jitted ``step(state, batch)`` (traceable: it runs inside
+        another ``jax.jit``); with freezing, `__call__`."""
         if self.builder.freezing is not None:
             return self
-        return self.executables.jitted(None)
+        return self.executables.function(None)
 
     def trace(
         self, state: TrainState, batch, depth: int | None = None
