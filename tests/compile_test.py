@@ -3,6 +3,7 @@
 """Tests for compiling the freeze depths in background threads."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -317,6 +318,31 @@ class ProgramSharesTest(absltest.TestCase):
         self.assertEqual(
             shares, {k: runs.count(k) / 8 for k in (freezing.MASKED, 1, 2)}
         )
+
+
+class ProgramCopiesTest(absltest.TestCase):
+    def test_copies_only_the_frozen_leaves(self):
+        # Without donation, a leaf a program returns as given is a copy
+        # kernel: the frozen params and their Adam moments are (3 a leaf),
+        # the base key and the depth metric (a constant) are not.
+        ts, state = _step(False, freeze_warmup_steps=0)
+        digits = _utils.digits(flat=True)
+        batch = (digits.x_train[:8], digits.y_train[:8])
+        for depth, program in ts.compile_all(state, batch).items():
+            frozen = jax.tree.leaves(ts.freezing.mask(state.params, depth))
+            hlo = program.as_text()
+            entry = hlo[hlo.index("ENTRY") :].split("\n}")[0]
+            copied = re.findall(r"\bcopy\(%?state_([a-z]+)", entry)
+            self.assertEqual(
+                sorted(copied),
+                ["opt"] * 2 * frozen.count(False)
+                + ["params"] * frozen.count(False),
+                (depth, copied),
+            )
+            self.assertNotIn("frozen_groups", program.compiled.out_info[1])
+            new_state, metrics = program(state, batch)
+            self.assertIs(new_state.rng, state.rng)
+            self.assertEqual(int(metrics["frozen_groups"]), depth)
 
 
 class ExitTest(absltest.TestCase):
