@@ -320,6 +320,25 @@ class ProgramSharesTest(absltest.TestCase):
         )
 
 
+class WarmupMaskTest(absltest.TestCase):
+    def test_one_predicate_per_set_of_depths(self):
+        # The warm-up program's masks: leaves trained at the same depths
+        # share one comparison (one lookup per leaf compiled slower), and
+        # the leaves every depth trains none.
+        ts, state = _step(False)
+        plan = ts.freezing
+        for depth in range(GROUPS):
+            traced = plan.traced_mask(state.params, jnp.int32(depth))
+            self.assertEqual(
+                [bool(t) for t in jax.tree.leaves(traced)],
+                jax.tree.leaves(plan.mask(state.params, depth)),
+            )
+        jaxpr = jax.make_jaxpr(
+            lambda depth: plan.traced_mask(state.params, depth)
+        )(jnp.int32(0))
+        self.assertLen(jaxpr.eqns, GROUPS - 1)
+
+
 class ProgramCopiesTest(absltest.TestCase):
     def test_copies_only_the_frozen_leaves(self):
         # Without donation, a leaf a program returns as given is a copy

@@ -536,9 +536,12 @@ class TrainStep:
         program; with `background_compile`, in parallel threads.
 
         Returns:
-          ``{depth: compiled executable}`` of the depths' own programs (the
-          key ``None`` without freezing); later calls use them. The warm-up
-          program is ``executables.compiled()[freezing.MASKED]``.
+          ``{depth: program}`` of the depths' own programs (the key
+          ``None`` without freezing), each an `executables.Program`: called
+          like the step, it returns the state and metrics the step does
+          (its compiled program, ``.compiled``, leaves out what the host
+          puts back: the base key, the depth); later calls use them. The
+          warm-up program is ``executables.compiled()[freezing.MASKED]``.
         """
         position = self._checked_position(state)
         batch = self._batch(batch)
