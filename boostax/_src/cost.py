@@ -618,8 +618,12 @@ def cost_report(
     if precompiled:
         plain_compiled, plain_seconds = baseline, None
     elif isinstance(baseline, train_step_lib.TrainStep):
+        # The program its calls run (as `compile_all`'s of `train_step`).
+        key = None if baseline.freezing is None else baseline.program_at(0)
         plain_compiled, plain_seconds = _compile_timed(
-            baseline, baseline_state, batch
+            baseline.executables.program(key),
+            baseline_state,
+            baseline._batch(batch),
         )
     else:
         plain_compiled, plain_seconds = _compile_timed(

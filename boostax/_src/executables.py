@@ -150,6 +150,7 @@ class Executables:
         # the step's outputs are the program's).
         self._outputs: dict[Key, HostOutputs | None] = {}
         self._jitted: dict[Key, Any] = {}
+        self._programs: dict[Key, Any] = {}
         self._compiled: dict[Key, jax.stages.Compiled] = {}
         self._pending: dict[Key, Future] = {}
         self._pool: _CompilePool | None = None
@@ -160,30 +161,30 @@ class Executables:
         self.compile_wait_seconds = 0.0
 
     def jitted(self, key: Key):
-        """The ``jax.jit`` of `key`'s program (it compiles for any shapes):
-        its outputs lack what the host puts back (`function`)."""
+        """The ``jax.jit`` of `key`'s step (it compiles for any shapes):
+        its outputs are the step's (traceable: it runs inside another
+        ``jax.jit``). `trace` and `lower` read it."""
         if key not in self._jitted:
             self._jitted[key] = jax.jit(
-                self._program_function(key), donate_argnums=self._donate
+                self._function(key), donate_argnums=self._donate
             )
         return self._jitted[key]
 
-    def function(self, key: Key) -> Callable:
-        """`key`'s step, jitted: ``step(state, batch)`` returns what the step
-        function does (traceable: it runs inside another ``jax.jit``)."""
-        jitted = self.jitted(key)
-
-        def step(state, batch):
-            return self._complete(key, state, jitted(state, batch))
-
-        return step
+    def program(self, key: Key):
+        """The ``jax.jit`` of the program that calls of `key` run: the step
+        without the outputs the host puts back (`given_fields`); without
+        those, the same as `jitted`."""
+        if not self._given_fields:
+            return self.jitted(key)
+        if key not in self._programs:
+            self._programs[key] = jax.jit(
+                self._program_function(key), donate_argnums=self._donate
+            )
+        return self._programs[key]
 
     def _program_function(self, key: Key) -> Callable:
         """`key`'s step without the outputs the host puts back."""
         step = self._function(key)
-        if not self._given_fields:
-            self._outputs[key] = None
-            return step
         fields = () if self._donate else self._given_fields
 
         def program(state, batch):
@@ -232,7 +233,7 @@ class Executables:
         try:
             outputs = executable(state, batch)
         except TypeError:  # not the compiled shapes: jit handles them
-            outputs = self.jitted(key)(state, batch)
+            outputs = self.program(key)(state, batch)
         return self._complete(key, state, outputs)
 
     def executable(self, key: Key, state, batch) -> jax.stages.Compiled:
@@ -267,7 +268,7 @@ class Executables:
         args = abstract((state, batch))
         for key in keys:
             if key not in self._compiled and key not in self._pending:
-                self.jitted(key)  # created here: workers only read it
+                self.program(key)  # created here: workers only read it
                 self._pending[key] = self._pool.submit(
                     _compile_if_alive, weakref.ref(self), key, args
                 )
@@ -282,8 +283,8 @@ class Executables:
         return sum(not f.done() for f in self._pending.values())
 
     def _compile(self, key: Key, args) -> jax.stages.Compiled:
-        """Traces and compiles `key`'s step for abstract `args`."""
-        jitted = self.jitted(key)
+        """Traces and compiles `key`'s program for abstract `args`."""
+        jitted = self.program(key)
         with self._trace_lock:
             start = time.perf_counter()
             lowered = jitted.lower(*args)

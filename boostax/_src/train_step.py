@@ -569,11 +569,10 @@ class TrainStep:
 
     @property
     def step(self):
-        """The jitted ``step(state, batch)`` (traceable: it runs inside
-        another ``jax.jit``); with freezing, `__call__`."""
+        """The jitted ``step(state, batch)``; with freezing, `__call__`."""
         if self.builder.freezing is not None:
             return self
-        return self.executables.function(None)
+        return self.executables.jitted(None)
 
     def trace(
         self, state: TrainState, batch, depth: int | None = None
