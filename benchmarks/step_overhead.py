@@ -16,12 +16,15 @@ blocking only at the end of a block, the arms interleaved
 over the blocks. The arms:
 
 - ``plain`` / ``plain donated``: the hand-written Optax + Flax step
-  (`boostax.examples.baseline`), ``jax.jit`` without / with
+  (`boostax.examples.baseline`; it counts its steps, as Flax's
+  ``TrainState.apply_gradients`` does), ``jax.jit`` without / with
   ``donate_argnums=0``;
 - ``O0`` / ``O0 donated``: ``auto_boost("O0")`` without / with
   `donate_state`;
 - ``O0 program``: O0's compiled program called directly (what the step
-  runs, without boostax's Python);
+  runs: `TrainStep.compile_all`'s `Program`, which puts back the base key
+  the compiled program does not return, without the rest of boostax's
+  Python);
 - ``O1`` and ``O1 program``: the same for ``auto_boost("O1")`` (LessBN and
   gradient freezing; its programs called in the freezing sequence's order).
 
@@ -30,7 +33,9 @@ the MLP, <= 1.02 on the others, with and without donation; O1 / plain <=
 O1 program / plain + 0.02), boostax's Python per call (a step's time minus
 its program's in the calling thread's CPU time, paired by block, in
 microseconds; target <= 5, judged on the MLP), a cProfile
-of O0's calls, and the FLOPs of plain's and O0's programs (identical). The
+of O0's calls, the FLOPs and kernels of plain's and O0's programs
+(identical), and the kernels and copies of each of O1's programs (without
+donation, a frozen leaf's params and optimizer slots are copies). The
 machine's load average is recorded: on a shared machine the ratios are
 noise.
 
@@ -200,6 +205,7 @@ def runners(
         "O0": boosted["O0"],
         "O0 program": programs["O0"][None],
         "O1": boosted["O1"],
+        "O1 programs": programs["O1"],
     }
     return {name: runs[name] for name in ARMS}, parts
 
@@ -349,6 +355,10 @@ def time_case(case: Case, args) -> dict[str, Any]:
         ),
         "O0": boostax.executable_cost(parts["O0 program"]),
     }
+    o1_kernels = {
+        str(depth): boostax.kernel_counts(program.as_text())
+        for depth, program in parts["O1 programs"].items()
+    }
     meets = {
         "O0 / plain": ratios["O0 / plain"][1] <= target,
         "O0 donated / plain donated": donated <= target,
@@ -369,6 +379,10 @@ def time_case(case: Case, args) -> dict[str, Any]:
         "python_wall_us_per_call": python_wall_us,
         "profile_O0": profiled,
         "costs": costs,
+        "O1_kernels_by_depth": {
+            depth: {"kernels": sum(k.values()), "copies": k.get("copy", 0)}
+            for depth, k in o1_kernels.items()
+        },
         "targets": {
             "O0 / plain": target,
             "O1 / plain": "O1 program / plain + " + str(O1_MARGIN),

@@ -3,6 +3,7 @@
 """Tests for compiling the freeze depths in background threads."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -275,6 +276,92 @@ class WarmupArgumentTest(absltest.TestCase):
             program_schedule.ProgramSchedule(one_state_per_group, 8, True)
         with self.assertRaisesRegex(ValueError, "freeze_warmup_steps"):
             program_schedule.warmup_steps(-1, object())
+
+
+class ProgramSharesTest(absltest.TestCase):
+    def test_shares_count_the_warmup(self):
+        # 40 planned steps: all of them inside the default warm-up (1024),
+        # so the warm-up program is the only one a run of the plan runs.
+        ts, _ = _step(False)
+        self.assertEqual(ts.program_shares(), {freezing.MASKED: 1.0})
+        ts, _ = _step(False, freeze_warmup_steps=WARMUP)
+        keys = executables.sequence_keys(ts.freezing)
+        shares = ts.program_shares()
+        self.assertEqual(list(shares)[0], freezing.MASKED)
+        self.assertAlmostEqual(shares[freezing.MASKED], WARMUP / len(keys))
+        for k in range(GROUPS):
+            self.assertAlmostEqual(
+                shares.get(k, 0.0), np.sum(keys[WARMUP:] == k) / len(keys)
+            )
+        self.assertAlmostEqual(sum(shares.values()), 1.0)
+        # Without a warm-up: the sequence's own shares.
+        ts, _ = _step(False, freeze_warmup_steps=0)
+        self.assertEqual(
+            ts.program_shares(), executables.key_shares(ts.freezing)
+        )
+
+    def test_warmup_end_inside_an_accumulated_update(self):
+        # 2 micro-steps per entry: a warm-up of 3 train steps ends inside
+        # the second entry, whose other micro-step runs its depth's program.
+        sequence = [0, 1, 1, 2]
+        plan = types.SimpleNamespace(
+            can_mask=True,
+            micro_steps=2,
+            wrap=True,
+            sequence=np.array(sequence),
+            groups=[None] * 3,
+            canonical_depth=lambda k: k,
+        )
+        schedule = program_schedule.ProgramSchedule(plan, 3)
+        shares = schedule.shares()
+        runs = [schedule.program_at(p) for p in range(8)]
+        self.assertEqual(
+            shares, {k: runs.count(k) / 8 for k in (freezing.MASKED, 1, 2)}
+        )
+
+
+class WarmupMaskTest(absltest.TestCase):
+    def test_one_predicate_per_set_of_depths(self):
+        # The warm-up program's masks: leaves trained at the same depths
+        # share one comparison (one lookup per leaf compiled slower), and
+        # the leaves every depth trains none.
+        ts, state = _step(False)
+        plan = ts.freezing
+        for depth in range(GROUPS):
+            traced = plan.traced_mask(state.params, jnp.int32(depth))
+            self.assertEqual(
+                [bool(t) for t in jax.tree.leaves(traced)],
+                jax.tree.leaves(plan.mask(state.params, depth)),
+            )
+        jaxpr = jax.make_jaxpr(
+            lambda depth: plan.traced_mask(state.params, depth)
+        )(jnp.int32(0))
+        self.assertLen(jaxpr.eqns, GROUPS - 1)
+
+
+class ProgramCopiesTest(absltest.TestCase):
+    def test_copies_only_the_frozen_leaves(self):
+        # Without donation, a leaf a program returns as given is a copy
+        # kernel: the frozen params and their Adam moments are (3 a leaf),
+        # the base key and the depth metric (a constant) are not.
+        ts, state = _step(False, freeze_warmup_steps=0)
+        digits = _utils.digits(flat=True)
+        batch = (digits.x_train[:8], digits.y_train[:8])
+        for depth, program in ts.compile_all(state, batch).items():
+            frozen = jax.tree.leaves(ts.freezing.mask(state.params, depth))
+            hlo = program.as_text()
+            entry = hlo[hlo.index("ENTRY") :].split("\n}")[0]
+            copied = re.findall(r"\bcopy\(%?state_([a-z]+)", entry)
+            self.assertEqual(
+                sorted(copied),
+                ["opt"] * 2 * frozen.count(False)
+                + ["params"] * frozen.count(False),
+                (depth, copied),
+            )
+            self.assertNotIn("frozen_groups", program.compiled.out_info[1])
+            new_state, metrics = program(state, batch)
+            self.assertIs(new_state.rng, state.rng)
+            self.assertEqual(int(metrics["frozen_groups"]), depth)
 
 
 class ExitTest(absltest.TestCase):

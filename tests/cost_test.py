@@ -17,7 +17,7 @@ from boostax.examples import models
 from tests import _utils
 
 
-def _resnet_o1(groups=3, total_steps=50):
+def _resnet_o1(groups=3, total_steps=50, warmup=0):
     digits = _utils.digits()
     model = models.ResNet(stage_sizes=(1, 1), widths=(8, 16))
     ts = boostax.auto_boost(
@@ -27,6 +27,7 @@ def _resnet_o1(groups=3, total_steps=50):
         model=model,
         loss=models.cross_entropy,
         sample_inputs=digits.x_train[:1],
+        freeze_warmup_steps=warmup,
     )
     init = jax.jit(model.init, static_argnames="train")  # one compile
     state = ts.init(
@@ -195,20 +196,22 @@ class ExecutableCostTest(absltest.TestCase):
 
 class CostReportTest(absltest.TestCase):
     def test_o1_weighted_over_the_sequence(self):
-        ts, state, batch = _resnet_o1()
+        # The first 10 of the 50 planned steps run the warm-up program.
+        ts, state, batch = _resnet_o1(warmup=10)
         report = boostax.cost_report(ts, state, batch)
         self.assertEqual(
             sorted(report.executables),
-            ["depth 0", "depth 1", "depth 2", "plain"],
+            ["depth 0", "depth 1", "depth 2", "plain", "warm-up"],
         )
-        sequence = ts.freezing.sequence
+        sequence = np.asarray(ts.freezing.sequence)
+        self.assertEqual(report.shares["warm-up"], 10 / 50)
         for k in range(3):
             self.assertAlmostEqual(
-                report.shares[f"depth {k}"], float(np.mean(sequence == k))
+                report.shares[f"depth {k}"], np.sum(sequence[10:] == k) / 50
             )
+        names = [n for n in report.executables if n != "plain"]
         weighted = sum(
-            report.shares[f"depth {k}"] * report.executables[f"depth {k}"].flops
-            for k in range(3)
+            report.shares[n] * report.executables[n].flops for n in names
         )
         self.assertAlmostEqual(report.weighted["flops"], weighted)
         plain = report.executables["plain"]
@@ -225,8 +228,14 @@ class CostReportTest(absltest.TestCase):
         kernels = [report.executables[f"depth {k}"].kernels for k in range(3)]
         self.assertAlmostEqual(
             report.weighted["kernels"],
-            sum(report.shares[f"depth {k}"] * kernels[k] for k in range(3)),
+            sum(
+                report.shares[n] * report.executables[n].kernels for n in names
+            ),
         )
+        # The warm-up program computes every gradient: no saving but
+        # LessBN's.
+        warmup = report.executables["warm-up"]
+        self.assertTrue(plain.flops > warmup.flops > flops[0], warmup.flops)
         self.assertTrue(plain.kernels > kernels[0] > kernels[2], kernels)
         self.assertLess(report.ratios["kernels"], 1.0)
         self.assertEqual(len(report.less_bn.removed), 3)

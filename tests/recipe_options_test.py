@@ -298,6 +298,7 @@ class AutoBoostProgressiveTest(absltest.TestCase):
             model=model,
             loss=models.cross_entropy,
             sample_inputs=X8,
+            freeze_warmup_steps=0,  # each depth's own program: cost_report's
         )
         state = ts.init(model.init(jax.random.PRNGKey(0), X8, train=False))
         self.assertFalse(ts.freezing.wrap)

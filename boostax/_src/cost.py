@@ -7,8 +7,9 @@
 the bytes each device sends in its collectives (parsed from the compiled
 HLO by `collective_bytes`) and the kernels it launches (`kernel_counts`).
 `cost_report` does it for every executable of a boosted step — one per
-freeze depth — and for the plain Optax step of the same model, weights the
-depths by how often the freezing sequence runs them, and projects a
+freeze depth, and the freezing warm-up's — and for the plain Optax step of
+the same model, weights them by the train steps each runs over the planned
+run (`TrainStep.program_shares`), and projects a
 step-time ratio on a named accelerator with the roofline model::
 
     t(step) = max(FLOPs / peak FLOP/s, bytes accessed / peak bytes/s)
@@ -33,6 +34,8 @@ from jax.sharding import PartitionSpec as P
 
 from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import executables as executables_lib
+from boostax._src import freezing as freezing_lib
 from boostax._src import hlo_kernels, step_factory, validation
 from boostax._src import step_bytes as step_bytes_lib
 from boostax._src import train_step as train_step_lib
@@ -118,6 +121,8 @@ ACCELERATORS: Mapping[str, Accelerator] = {
     )
 }
 DEFAULT_ACCELERATOR = "NVIDIA H200"
+# `CostReport`'s name of the freezing warm-up's program (`freezing.MASKED`).
+WARMUP_NAME = "warm-up"
 
 
 # --------------------------------------------------------------------------
@@ -215,7 +220,8 @@ class ExecutableCost(_ExecutableCostFields):
 
 
 def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
-    """Reads the cost of ``jax.jit(f).lower(...).compile()``.
+    """Reads the cost of ``jax.jit(f).lower(...).compile()`` (or of a
+    `TrainStep.compile_all` program, an `executables.Program`).
 
     Example:
       >>> import jax, jax.numpy as jnp, boostax
@@ -224,6 +230,8 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
       >>> boostax.executable_cost(compiled).flops
       1024.0
     """
+    if isinstance(compiled, executables_lib.Program):
+        compiled = compiled.compiled
     validation.check_instance(
         "compiled",
         compiled,
@@ -267,10 +275,13 @@ class CostReport:
 
     Attributes:
       executables: ``{name: ExecutableCost}``: ``"plain"`` and one entry per
-        compiled step of the boosted one (``"depth k"`` with freezing, else
-        ``"step"``).
-      shares: ``{name: fraction of the steps it runs}`` over the freezing
-        sequence (1 for a step without freezing).
+        compiled step of the boosted one that the planned run runs
+        (``"depth k"`` with freezing, and ``"warm-up"`` for the freezing
+        warm-up's program; else ``"step"``).
+      shares: ``{name: fraction of the steps it runs}`` over the planned
+        run, one pass of the freezing sequence, its first
+        ``freeze_warmup_steps`` on the warm-up program
+        (`TrainStep.program_shares`; 1 for a step without freezing).
       compile_seconds: ``{name: seconds}`` tracing and compiling each one.
       weighted: the boosted step's FLOPs, bytes accessed, collective bytes
         and kernels (launched per step, `kernel_counts`) averaged over the
@@ -464,14 +475,20 @@ def _ratio(value: float, reference: float) -> str:
 def _names(shares) -> dict[Any, str]:
     if list(shares) == [None]:
         return {None: "step"}
+
+    def name(freeze_key) -> str:
+        if freeze_key == freezing_lib.MASKED:
+            return WARMUP_NAME
+        return f"depth {freeze_key}"
+
     if all(isinstance(k, tuple) for k in shares):  # (depth, length) programs
         return {
             k: f"length {k[1]}"
             if k[0] is None
-            else f"depth {k[0]}, length {k[1]}"
-            for k in sorted(shares)
+            else f"{name(k[0])}, length {k[1]}"
+            for k in shares
         }
-    return {k: f"depth {k}" for k in sorted(shares)}
+    return {k: name(k) for k in shares}
 
 
 def _plain_step(train_step, state, batch):
@@ -534,9 +551,11 @@ def cost_report(
     are kept, so training then starts without compiling) and the plain step
     of the same model and optimizer, and reads their FLOPs, bytes accessed,
     temporary memory and collective bytes from XLA. The boosted costs are
-    averaged over the freezing sequence, each depth weighted by its share
-    of the steps; the expected step-time ratio is the roofline projection on
-    `accelerator` (see the module docstring). Nothing is trained.
+    averaged over the planned run, each program weighted by its share of
+    the steps (`TrainStep.program_shares`: a run shorter than
+    ``freeze_warmup_steps`` runs only the warm-up program); the expected
+    step-time ratio is the roofline projection on `accelerator` (see the
+    module docstring). Nothing is trained.
 
     Args:
       train_step: a `TrainStep` (from `auto_boost`, or `make_train_step`
@@ -565,7 +584,8 @@ def cost_report(
       >>> ts = boostax.auto_boost(
       ...     "O1", {"grad_freeze": {"param_groups": 3, "total_steps": 100}},
       ...     optimizer=optax.sgd(0.05, momentum=0.9), model=model,
-      ...     loss=models.cross_entropy, sample_inputs=digits.x_train[:1])
+      ...     loss=models.cross_entropy, sample_inputs=digits.x_train[:1],
+      ...     freeze_warmup_steps=0)  # each depth's own program from step 0
       >>> init = jax.jit(model.init, static_argnames="train")
       >>> state = ts.init(init(jax.random.PRNGKey(0), digits.x_train[:1],
       ...                      train=False))
@@ -579,8 +599,9 @@ def cost_report(
     validation.check_instance(
         "train_step", train_step, train_step_lib.TrainStep, "a TrainStep"
     )
+    compiled_types = (jax.stages.Compiled, executables_lib.Program)
     if baseline is not None and not isinstance(
-        baseline, (train_step_lib.TrainStep, jax.stages.Compiled)
+        baseline, (train_step_lib.TrainStep, *compiled_types)
     ):
         if not callable(getattr(baseline, "lower", None)):
             raise TypeError(
@@ -601,7 +622,7 @@ def cost_report(
         Accelerator,
         f"one of {sorted(ACCELERATORS)} or an Accelerator",
     )
-    precompiled = isinstance(baseline, jax.stages.Compiled)
+    precompiled = isinstance(baseline, compiled_types)
     if not precompiled and (baseline is None) != (baseline_state is None):
         raise ValueError(
             "Pass `baseline` and `baseline_state` together (or neither, for "
@@ -613,8 +634,12 @@ def cost_report(
     if precompiled:
         plain_compiled, plain_seconds = baseline, None
     elif isinstance(baseline, train_step_lib.TrainStep):
+        # The program its calls run (as `compile_all`'s of `train_step`).
+        key = None if baseline.freezing is None else baseline.program_at(0)
         plain_compiled, plain_seconds = _compile_timed(
-            baseline, baseline_state, batch
+            baseline.executables.program(key),
+            baseline_state,
+            baseline._batch(batch),
         )
     else:
         plain_compiled, plain_seconds = _compile_timed(
@@ -623,6 +648,11 @@ def cost_report(
 
     compiled = train_step.compile_all(state, batch)
     shares = train_step.program_shares()
+    if freezing_lib.MASKED in shares:  # the freezing warm-up runs it
+        train_step.executables.executable(
+            freezing_lib.MASKED, state, train_step._batch(batch)
+        )
+        compiled.update(train_step.executables.compiled())
     names = _names(shares)
     costs = {"plain": executable_cost(plain_compiled)}
     costs.update({names[k]: executable_cost(compiled[k]) for k in names})

@@ -19,6 +19,7 @@ length also a function of the position.
 
 from __future__ import annotations
 
+import collections
 import time
 
 import numpy as np
@@ -258,19 +259,46 @@ class ProgramSchedule:
             codes = np.where(positions < self.warmup, _MASKED_CODE, codes)
         return codes
 
+    def _freeze_shares(self) -> dict:
+        """`shares` with freezing alone.
+
+        The planned run is one pass of the sequence (its entries times the
+        micro-steps of each): its first `warmup` positions run the warm-up
+        program (``MASKED``, listed first), the rest their depths' own
+        programs (ascending). A run that ends inside the warm-up runs only
+        ``MASKED``.
+        """
+        micro, keys = self._micro_steps, self._keys
+        total = len(keys) * micro
+        warm = min(self.warmup, total)
+        first = -(-warm // micro)  # the first entry past the warm-up
+        counts: dict = dict(collections.Counter(keys[first:]))
+        if first * micro > warm:  # an entry the warm-up's end splits
+            split = keys[first - 1]
+            counts[split] = (
+                counts.get(split, 0) + (first * micro - warm) / micro
+            )
+        shares = {freezing_lib.MASKED: warm / total} if warm else {}
+        shares.update(
+            {k: counts[k] * micro / total for k in sorted(counts) if counts[k]}
+        )
+        return shares
+
     def shares(self) -> dict:
-        """``{program: fraction of the steps it runs}`` of a whole run:
-        the freezing sequence's (its warm-up left out); with lengths, the
-        ``total_steps`` updates of the sequence-length warm-up."""
+        """``{program: fraction of the planned run's train steps it runs}``
+        (the weights of `cost_report`): with freezing, one pass of its
+        sequence, the freezing warm-up included (``MASKED``); with lengths,
+        the ``total_steps`` updates of the sequence-length warm-up, each
+        length paired with its freeze program."""
         lengths = self.lengths
         if lengths is None:
-            return executables_lib.key_shares(self.freezing)
+            return self._freeze_shares()
         total = lengths.warmup.total_steps * lengths.micro_steps
         positions = np.arange(total)
         if self.freezing is None:
             depths = np.full(total, -1)
         else:
-            depths = self._depth_codes(positions, warmup=False)
+            depths = self._depth_codes(positions, warmup=True)
         pairs = np.stack([depths, lengths.at_positions(positions)], axis=1)
         unique, counts = np.unique(pairs, axis=0, return_counts=True)
         return {

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from boostax._src import accumulation as accumulation_lib
@@ -489,7 +490,11 @@ class StepBuilder:
             )
             metrics = {
                 **metrics,
-                "frozen_groups": jnp.asarray(depth, jnp.int32),
+                # A constant of each depth's own program (NumPy: the host
+                # adds it, `Executables`); traced in the warm-up program.
+                "frozen_groups": np.asarray(depth, np.int32)
+                if isinstance(depth, int)
+                else jnp.asarray(depth, jnp.int32),
             }
         new_state = state.replace(
             step=optax.safe_increment(state.step),

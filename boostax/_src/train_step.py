@@ -254,7 +254,9 @@ class TrainStep:
             precision=precision,
         )
         self.executables = executables_lib.Executables(
-            self._checked_step_function, donate_state=donate_state
+            self._checked_step_function,
+            donate_state=donate_state,
+            given_fields=("rng",),  # the base key: never changed by a step
         )
         self.config = config
         self.background_compile = (
@@ -570,12 +572,16 @@ class TrainStep:
         return schedule.program_at(position)
 
     def program_shares(self) -> dict[Any, float]:
-        """``{program: fraction of the steps it runs}`` over the freezing
-        sequence (``{None: 1.0}`` without freezing; with a sequence-length
-        warm-up, over its ``total_steps``): the weights of `cost_report`.
-        Call after `init` (the plan needs the parameters)."""
-        if self.seq_len_warmup is None:
-            return executables_lib.key_shares(self.freezing)
+        """``{program: fraction of the steps it runs}`` over the planned run
+        (one pass of the freezing sequence; with a sequence-length warm-up,
+        its ``total_steps``; ``{None: 1.0}`` with neither): the warm-up
+        program (``"masked"``) for the first `freeze_warmup_steps`, then
+        each depth's own (`program_at`), each paired with its length under
+        a sequence-length warm-up. The weights of `cost_report`. Call after
+        `init` (the plan needs the parameters; with a sequence-length
+        warm-up, after the first call)."""
+        if self.freezing is None and self.seq_len_warmup is None:
+            return {None: 1.0}
         return (self._schedule or self._program_schedule()).shares()
 
     def compile_all(self, state: TrainState, batch) -> dict[Any, Any]:
@@ -587,9 +593,12 @@ class TrainStep:
         with `background_compile`, in parallel threads.
 
         Returns:
-          ``{program: compiled executable}`` of the depths' own programs
+          ``{program: executables.Program}`` of the depths' own programs
           (the key ``None`` without freezing; ``(depth, length)`` pairs
-          with a sequence-length warm-up); later calls use them. The
+          with a sequence-length warm-up): called like the step, each
+          returns the state and metrics the step does (its compiled
+          program, ``.compiled``, leaves out what the host puts back: the
+          base key, the depth); later calls use them. The
           warm-up program is ``executables.compiled()[freezing.MASKED]``.
         """
         position = self._checked_position(state)
@@ -599,19 +608,18 @@ class TrainStep:
         else:
             schedule = self._schedule or self._program_schedule(state, batch)
             keys = schedule.programs_from(position, warmup=True)
-            keys += [k for k in schedule.shares() if k not in keys]
+            keys += [
+                k
+                for k in schedule.shares()
+                if k not in keys and not _is_warmup_program(k)
+            ]
             if self.background_compile:
                 self._ahead = False
                 self.executables.compile_ahead(keys, state, placed)
         for key in keys:
             self.executables.executable(key, state, placed)
         compiled = self.executables.compiled()
-        masked = freezing_lib.MASKED
-        return {
-            k: compiled[k]
-            for k in keys
-            if k != masked and not (isinstance(k, tuple) and k[0] == masked)
-        }
+        return {k: compiled[k] for k in keys if not _is_warmup_program(k)}
 
     @property
     def model(self):
@@ -674,3 +682,10 @@ class TrainStep:
         """The trained model's variables (Linen dict, NNX module, params)."""
         step_checks.require_state(state)
         return self.objective.merge(state.params, state.model_state)
+
+
+def _is_warmup_program(key: executables_lib.Key) -> bool:
+    """Whether `key` is the freezing warm-up's program (alone or with a
+    sequence length)."""
+    freeze_key = key[0] if isinstance(key, tuple) else key
+    return freeze_key == freezing_lib.MASKED

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import linen as nn
@@ -22,13 +23,17 @@ class PlainState(NamedTuple):
     params: Any
     model_state: dict[str, Any]  # e.g. {"batch_stats": ...}; {} for an MLP
     opt_state: optax.OptState
+    # Steps taken, as Flax's `TrainState.apply_gradients` counts them.
+    step: jax.Array
 
 
 def init_plain_state(variables, optimizer) -> PlainState:
     """Splits Linen `variables` into params and the rest; inits `optimizer`."""
     variables = dict(variables)
     params = variables.pop("params")
-    return PlainState(params, variables, optimizer.init(params))
+    return PlainState(
+        params, variables, optimizer.init(params), jnp.zeros([], jnp.int32)
+    )
 
 
 def make_plain_step(
@@ -71,7 +76,7 @@ def make_plain_step(
             grads, state.opt_state, state.params
         )
         params = optax.apply_updates(state.params, updates)
-        return PlainState(params, model_state, opt_state), value
+        return PlainState(params, model_state, opt_state, state.step + 1), value
 
     return step
 

@@ -138,9 +138,12 @@ def _compiled_depths(arm: speedup.Arm, state, batch) -> dict[Any, Any]:
         return {None: arm.step}
     if train_step.freezing is None:
         return {None: train_step.lower(state, batch).compile()}
-    used: list[Any] = sorted(train_step.program_shares())
-    if train_step.program_at(0) not in used:
-        used.append(train_step.program_at(0))  # the freezing warm-up's
+    # The programs of the planned run (the freezing warm-up's first), and
+    # every depth of the sequence (a longer run reaches them all).
+    sequence = np.asarray(train_step.freezing.sequence)
+    depths = {train_step.freezing.canonical_depth(int(d)) for d in sequence}
+    used: list[Any] = list(train_step.program_shares())
+    used += sorted(depths - set(used))
     return {d: train_step.lower(state, batch, depth=d).compile() for d in used}
 
 
