@@ -270,7 +270,8 @@ class FreezingTest(absltest.TestCase):
     def test_programs_are_depth_and_length(self):
         data = batches(8)
         config = {
-            "boost": {"mode": "manual", "grad_freeze": True},
+            # Freezing with lengths; LessBN would find nothing to do here.
+            "boost": {"mode": "manual", "grad_freeze": True, "less_bn": False},
             "grad_freeze": {"param_groups": 2, "total_steps": 10},
         }
 
@@ -329,11 +330,12 @@ class ProgramScheduleTest(absltest.TestCase):
             [("masked", 8), ("masked", 8), (1, 8), (0, 12), (0, 12)]
             + [(1, 12), (1, 16)],
         )
+        # The freezing warm-up's two positions run its program: weighted too.
         self.assertEqual(
             schedule.shares(),
             {
-                (0, 8): 0.1,
-                (1, 8): 0.2,
+                ("masked", 8): 0.2,
+                (1, 8): 0.1,
                 (0, 12): 0.2,
                 (1, 12): 0.1,
                 (0, 16): 0.2,

@@ -36,7 +36,7 @@ from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
-from boostax._src import hlo_kernels, step_factory, validation
+from boostax._src import hlo_kernels, program_schedule, step_factory, validation
 from boostax._src import step_bytes as step_bytes_lib
 from boostax._src import train_step as train_step_lib
 
@@ -121,8 +121,6 @@ ACCELERATORS: Mapping[str, Accelerator] = {
     )
 }
 DEFAULT_ACCELERATOR = "NVIDIA H200"
-# `CostReport`'s name of the freezing warm-up's program (`freezing.MASKED`).
-WARMUP_NAME = "warm-up"
 
 
 # --------------------------------------------------------------------------
@@ -472,25 +470,6 @@ def _ratio(value: float, reference: float) -> str:
     return f"{value / reference:.3f}" if reference else "-"
 
 
-def _names(shares) -> dict[Any, str]:
-    if list(shares) == [None]:
-        return {None: "step"}
-
-    def name(freeze_key) -> str:
-        if freeze_key == freezing_lib.MASKED:
-            return WARMUP_NAME
-        return f"depth {freeze_key}"
-
-    if all(isinstance(k, tuple) for k in shares):  # (depth, length) programs
-        return {
-            k: f"length {k[1]}"
-            if k[0] is None
-            else f"{name(k[0])}, length {k[1]}"
-            for k in shares
-        }
-    return {k: name(k) for k in shares}
-
-
 def _plain_step(train_step, state, batch):
     """The plain Optax step of `train_step`'s original model and optimizer,
     and its state's shapes (nothing is allocated)."""
@@ -653,7 +632,7 @@ def cost_report(
             freezing_lib.MASKED, state, train_step._batch(batch)
         )
         compiled.update(train_step.executables.compiled())
-    names = _names(shares)
+    names = program_schedule.program_names(shares)
     costs = {"plain": executable_cost(plain_compiled)}
     costs.update({names[k]: executable_cost(compiled[k]) for k in names})
     compile_seconds = {} if plain_seconds is None else {"plain": plain_seconds}

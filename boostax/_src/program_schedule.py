@@ -307,6 +307,33 @@ class ProgramSchedule:
         }
 
 
+# The name reports give the freezing warm-up's program (`freezing.MASKED`).
+WARMUP_NAME = "warm-up"
+
+
+def program_names(keys) -> dict:
+    """``{program: its name in reports}``: ``"step"`` (no freezing, no
+    lengths), ``"depth 3"``, ``"warm-up"``, ``"length 8"``,
+    ``"depth 3, length 8"``."""
+    if list(keys) == [None]:
+        return {None: "step"}
+
+    def name(freeze_key) -> str:
+        if freeze_key == freezing_lib.MASKED:
+            return WARMUP_NAME
+        return f"depth {freeze_key}"
+
+    def named(key) -> str:
+        if not isinstance(key, tuple):
+            return name(key)
+        freeze_key, length = key
+        if freeze_key is None:
+            return f"length {length}"
+        return f"{name(freeze_key)}, length {length}"
+
+    return {k: named(k) for k in keys}
+
+
 # Freeze programs as ints in the arrays of `programs_from` and `shares`.
 _MASKED_CODE = -2
 _DEPTH_OF_CODE = {-1: None, _MASKED_CODE: freezing_lib.MASKED}
