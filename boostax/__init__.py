@@ -47,6 +47,7 @@ from boostax._src.config import GradFreezeSection as GradFreezeSection
 from boostax._src.config import LessBNSection as LessBNSection
 from boostax._src.config import boost_config as boost_config
 from boostax._src.config import recipe as recipe
+from boostax._src.config import text_recipe as text_recipe
 from boostax._src.cost import ACCELERATORS as ACCELERATORS
 from boostax._src.cost import Accelerator as Accelerator
 from boostax._src.cost import CostReport as CostReport
@@ -227,6 +228,7 @@ __all__ = (
     "scale_by_freeze_out",
     "split_parameters_groups",
     "step_bytes",
+    "text_recipe",
     "to_flax_train_state",
     "with_gradient_centralization",
 )

@@ -632,6 +632,40 @@ def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
     return config
 
 
+def text_recipe() -> dict[str, dict[str, Any]]:
+    """boostax's O1 recipe for transformers trained with AdamW.
+
+    O1 as MindSpore sets it (and `recipe`) is made for a convolutional
+    network with BatchNorm trained with SGD. On a language model (a
+    decoder-only transformer, no BatchNorm, AdamW; README, "A
+    transformer") its FN head sits on the language-model head, where
+    cosine logits cannot sharpen a next-byte distribution, and no gradient
+    freezing schedule beats plain Optax. This recipe keeps what can help
+    there:
+
+    - LessBN without its FN head (``fn_flag`` False): there is no
+      BatchNorm to remove, so LessBN contributes only its gradient
+      centralization (``gc_flag`` True) of the attention and MLP kernels;
+    - no gradient freezing (``grad_freeze`` False).
+
+    Pass it as the config of level ``"O1"``, as `recipe`. Measured by
+    ``benchmarks/transformer_budgets.py``.
+
+    Returns:
+      A new config dict (mode ``"manual"``).
+
+    Example:
+      >>> import boostax
+      >>> config = boostax.text_recipe()
+      >>> boostax.BoostConfig.from_dict(config, level="O1").enabled_algorithms
+      ('less_bn',)
+    """
+    return {
+        "boost": {"mode": "manual", "less_bn": True, "grad_freeze": False},
+        "less_bn": {"fn_flag": False, "gc_flag": True},
+    }
+
+
 def boost_config(
     level: str = "O0",
     config: BoostConfig | Mapping | str | os.PathLike | None = None,
