@@ -40,15 +40,16 @@ freezing, accumulation, a dynamic loss scale), sequence-length warm-up
 wall time is not judged) and DimReduce (two stages) are in
 ``benchmarks/transformer.py`` only.
 
-Full runs, each about 50 minutes an arm (training: 11.75 full budgets an
-arm; timing: 1.5; evaluation: 17 passes over 1.1 MB); plain Optax's runs
-are deterministic, so later processes reuse the first one's:
+Full runs on two quiet cores, each about 50 minutes an arm (training:
+11.75 full budgets an arm; timing: 1.5; evaluation: 17 passes over 1.1 MB),
+cold compiles (the compile column); plain Optax's runs are deterministic,
+so later processes reuse the first one's:
 
-    python benchmarks/transformer_budgets.py --arms O1 "text recipe" \
-        "seq warm-up"                                     # ~3.5 h
-    python benchmarks/transformer_budgets.py --arms centralization \
-        "LessBN (O1)" "freeze MindSpore" "freeze progressive" \
-        "accumulation x4" "dynamic loss scale" \
+    python benchmarks/transformer_budgets.py --no-compilation-cache \
+        --arms O1 "text recipe" "seq warm-up"             # ~3.5 h
+    python benchmarks/transformer_budgets.py --no-compilation-cache \
+        --arms centralization "LessBN (O1)" "freeze MindSpore" \
+        "freeze progressive" "accumulation x4" "dynamic loss scale" \
         --reuse-plain benchmarks/results/transformer_budgets.json \
         --out benchmarks/results/transformer_budgets_algorithms.json  # ~5 h
     python benchmarks/transformer_budgets.py --quick       # smoke test
@@ -87,11 +88,15 @@ RESULT = "transformer_budgets.json"
 def workload(*, quick: bool = False) -> lm.Workload:
     """The transformer, its corpus and its full budget (see the module).
 
-    Sized on two CPU cores (plain Optax, one interleaved measurement with
-    the machine shared): width 128 x 4 blocks at batch 32 took 0.26 s a
-    step (0.88 M parameters); 6 blocks or width 192 at batch 16 took about
-    as long for half the bytes a step. 800 steps keep plain's full budget
-    near 3.5 minutes.
+    Sized on two CPU cores (plain Optax; the machine was shared by other
+    jobs, so these are rough): width 128 x 4 blocks at batch 32 took 0.26
+    s a step at load 0.5 (0.54 s at load 4-5), 0.88 M parameters; 6
+    blocks or width 192 at batch 16 took about as long for half the bytes
+    a step. 800 steps keep plain's full budget near 3.5 minutes. Peak
+    learning rate: at 200 steps (seed 0) 3e-3, 6e-3 and 1.2e-2 ended at
+    2.392, 2.397 and 2.532 nats; 6e-3, half the rate that already hurts.
+    Evaluating the 1.1 MB validation split takes about 35 s loaded (about
+    90 steps' worth); it is not part of any arm's time.
     """
     if quick:
         corpus = text.load_stdlib()  # 32 KB a file: a fast smoke test
