@@ -164,7 +164,7 @@ class BenchmarksTest(parameterized.TestCase):
             {"name": "validation loss", "higher_is_better": False},
         )
         arms = list(summary["arms"])
-        self.assertEqual(arms[:2], ["plain optax", "text recipe"])
+        self.assertEqual(arms[:3], ["plain optax", "O1", "text recipe"])
         # Sequence-length warm-up runs where boostax has it, and is said to
         # be skipped where not.
         self.assertEqual(
