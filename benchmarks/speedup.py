@@ -561,8 +561,9 @@ def budget_break_even(wait: float, plain_compile: float, summary, row):
     """The training length, in plain steps, after which `row`, trained for
     the same budget as plain Optax, is ahead with its compile wait paid
     (its step time from the full budget's time ratio); ``None``: never."""
-    arm = summary["arms"][row]
-    full = arm["budgets"][str(max(float(b) for b in arm["budgets"]))]
+    from boostax.examples import budgets
+
+    full = summary["arms"][row]["budgets"][str(budgets.FULL)]
     saving = summary["plain_seconds_per_step"] * (
         1 - full["relative_time_median"]
     )
@@ -857,7 +858,13 @@ def _parser() -> argparse.ArgumentParser:
         "'FN s=1'; plain Optax always), instead of all of them",
     )
     parser.add_argument(
-        "--budget-fractions", type=float, nargs="+", default=[0.25, 0.5, 1.0]
+        "--budget-fractions",
+        type=float,
+        nargs="+",
+        default=[0.25, 0.5, 1.0, 1.5],
+        help="fractions of the full budget trained; must include 1 (the "
+        "full budget: plain's target and time), past it an arm slower than "
+        "plain is still credited with its time (default: %(default)s)",
     )
     parser.add_argument(
         "--full-budget-seeds",
@@ -936,7 +943,7 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
     if args.quick:  # a smoke test: the small example ResNet only
         args.seeds, args.repetitions, args.steps = 1, 3, 2
         args.devices, args.algorithms, args.o2_workloads = 2, False, []
-        args.full_budget_seeds, args.budget_fractions = 1, [0.5, 1.0]
+        args.full_budget_seeds, args.budget_fractions = 1, [0.5, 1.0, 1.5]
     return args
 
 

@@ -120,6 +120,7 @@ from boostax._src.pca_file import save_pca_matrix as save_pca_matrix
 from boostax._src.precision import PrecisionPolicy as PrecisionPolicy
 from boostax._src.precision import precision_policy as precision_policy
 from boostax._src.recipes import recipe as recipe
+from boostax._src.recipes import text_recipe as text_recipe
 from boostax._src.seq_len_warmup import SeqLenWarmup as SeqLenWarmup
 from boostax._src.seq_len_warmup import seq_len_warmup as seq_len_warmup
 from boostax._src.seq_len_warmup import (
@@ -250,6 +251,7 @@ __all__ = (
     "seq_len_warmup",
     "split_parameters_groups",
     "step_bytes",
+    "text_recipe",
     "to_flax_train_state",
     "truncate_sequence",
     "with_gradient_centralization",

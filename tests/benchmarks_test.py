@@ -131,7 +131,7 @@ class BenchmarksTest(parameterized.TestCase):
     def test_speedup_budgets(self):
         result = _run_quick(os.path.join(BENCHMARKS, "speedup.py"), "--budgets")
         digits = result["workloads"]["digits"]
-        self.assertEqual(digits["fractions"], [0.5, 1.0])
+        self.assertEqual(digits["fractions"], [0.5, 1.0, 1.5])
         arms = digits["summary"]["arms"]
         self.assertEqual(list(arms), ["plain optax", "O1", "recipe"])
         plain = arms["plain optax"]
@@ -147,6 +147,39 @@ class BenchmarksTest(parameterized.TestCase):
         runs = digits["runs"]["recipe"]
         self.assertTrue(all(r["depths"] == sorted(r["depths"]) for r in runs))
         self.assertTrue(digits["plot"].endswith("_digits.png"))
+        # Past the full budget: every arm trains 1.5x; plain's time to its
+        # own full-budget accuracy is still read up to 1x.
+        self.assertIn("1.5", plain["budgets"])
+        self.assertLessEqual(
+            digits["summary"]["plain_seconds_to_target"],
+            digits["summary"]["plain_full_budget_seconds"],
+        )
+
+    def test_transformer_budgets(self):
+        result = _run_quick(os.path.join(BENCHMARKS, "transformer_budgets.py"))
+        self.assertEqual(result["fractions"], [0.5, 1.0, 1.5])
+        summary = result["summary"]
+        self.assertEqual(
+            summary["metric"],
+            {"name": "validation loss", "higher_is_better": False},
+        )
+        arms = list(summary["arms"])
+        self.assertEqual(
+            arms, ["plain optax", "O1", "text recipe", "seq warm-up"]
+        )
+        plain = summary["arms"]["plain optax"]["budgets"]
+        self.assertLen(plain["1.0"]["seeds"], 2)
+        self.assertLen(plain["1.5"]["seeds"], 1)
+        # The whole validation split, tiled; its noise beside each gap.
+        noise = result["noise"]
+        self.assertEqual(noise["windows"], result["validation_windows"])
+        self.assertGreaterEqual(
+            result["validation_windows"] * 32,
+            result["corpus"]["validation_bytes"] - 32,
+        )
+        self.assertGreater(noise["block_sem"], 0)
+        self.assertLen(noise["arms"]["text recipe"]["full_budget_gap"], 2)
+        self.assertIn("text recipe", result["with_compile"])
 
     def test_speedup_budget_arms(self):
         # --arms trains the named rows only (plain Optax always).

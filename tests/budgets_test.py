@@ -52,6 +52,23 @@ class CurveTest(absltest.TestCase):
         dip = [(40.0, 0.95), (10.0, 0.96), (20.0, 0.93)]
         self.assertAlmostEqual(budgets.time_to_reach(dip, 0.955), 10.0)
 
+    def test_time_to_reach_past_the_full_budget(self):
+        # Budgets 1/4, 1/2, 1 and 1.5: the crossing between 1x and 1.5x is
+        # interpolated there; a curve that stays short is a miss.
+        curve = [(25.0, 0.90), (50.0, 0.93), (100.0, 0.95), (150.0, 0.97)]
+        self.assertAlmostEqual(budgets.time_to_reach(curve, 0.96), 125.0)
+        self.assertIsNone(budgets.time_to_reach(curve, 0.98))
+
+    def test_time_to_reach_a_loss_goes_down(self):
+        curve = [(25.0, 2.0), (50.0, 1.8), (100.0, 1.6), (150.0, 1.5)]
+        loss = budgets.LOSS
+        self.assertAlmostEqual(budgets.time_to_reach(curve, 1.7, loss), 75.0)
+        self.assertAlmostEqual(budgets.time_to_reach(curve, 1.55, loss), 125.0)
+        self.assertAlmostEqual(budgets.time_to_reach(curve, 2.5, loss), 25.0)
+        self.assertIsNone(budgets.time_to_reach(curve, 1.4, loss))
+        # Read as accuracy, the same curve reaches 1.7 at once.
+        self.assertAlmostEqual(budgets.time_to_reach(curve, 1.7), 25.0)
+
     def test_run_seconds_follow_the_depths(self):
         costs = {0: 1.0, 3: 0.5}
         run = budgets.BudgetRun(1.0, 0, 4, 0.9, [0, 0, 3, 3], 0.0)
@@ -143,6 +160,67 @@ class CurveTest(absltest.TestCase):
         self.assertAlmostEqual(
             arms["level"]["speedup_vs_full_budget_median"], 100.0 / 80.0
         )
+
+    def test_past_the_full_budget_credits_the_time_needed(self):
+        def run(fraction, seed, loss, seconds):
+            r = budgets.BudgetRun(fraction, seed, 1, loss, None, 0.0)
+            r.seconds = seconds
+            return r
+
+        fractions = (0.5, 1.0, 1.5)
+
+        def arm(losses, seconds):
+            return [
+                run(f, s, loss, t * (1 + s / 100))
+                for f, loss, t in zip(fractions, losses, seconds, strict=True)
+                for s in range(3)
+            ]
+
+        # Plain keeps improving past its full budget; its time to its own
+        # full-budget loss is still its full budget, not a point past it.
+        plain = arm([2.0, 1.6, 1.5], [50.0, 100.0, 150.0])
+        # Cheaper steps, slower progress: plain's 1.6 between 1x and 1.5x.
+        late = arm([2.2, 1.8, 1.4], [40.0, 80.0, 120.0])
+        # Never gets there, even at 1.5x: a miss, not a slow arm (within
+        # the tolerance, at 1.5x).
+        short = arm([2.2, 1.9, 1.605], [40.0, 80.0, 120.0])
+        summary = budgets.summarize(
+            {"plain": plain, "late": late, "short": short},
+            fractions,
+            budgets.LOSS,
+        )
+        self.assertEqual(summary["metric"]["higher_is_better"], False)
+        self.assertAlmostEqual(summary["target_accuracy"], 1.6)
+        self.assertAlmostEqual(summary["plain_full_budget_seconds"], 101.0)
+        self.assertAlmostEqual(summary["plain_seconds_to_target"], 101.0)
+        arms = summary["arms"]
+        self.assertAlmostEqual(arms["plain"]["speedup"][0], 101.0 / 100.0)
+        for seed in range(3):
+            scale = 1 + seed / 100
+            self.assertAlmostEqual(
+                arms["late"]["speedup"][seed], 101.0 / (100.0 * scale)
+            )
+        self.assertEqual(arms["late"]["misses"], 0)
+        self.assertEqual(arms["short"]["speedup"], {0: None, 1: None, 2: None})
+        self.assertEqual(arms["short"]["misses"], 3)
+        self.assertIsNone(arms["short"]["speedup_median"])
+        # Lower is better: the tolerance is above the target.
+        reference = summary["plain_seconds_to_target_within_tolerance"]
+        self.assertAlmostEqual(reference, 50.5 + (2.0 - 1.61) / 0.4 * 50.5)
+        self.assertAlmostEqual(
+            arms["short"]["speedup_within_tolerance"][0],
+            reference / (80.0 + (1.9 - 1.61) / (1.9 - 1.605) * 40.0),
+        )
+        self.assertLess(arms["late"]["full_budget_accuracy_delta"], 0.3)
+        text = budgets.format_summary(summary)
+        self.assertIn("loss@1.5", text)
+        self.assertIn("validation loss", text)
+
+    def test_budgets_must_hold_the_full_one(self):
+        with self.assertRaisesRegex(ValueError, r"include it \(1.0\)"):
+            budgets.summarize({"plain": []}, (0.5, 1.5))
+        with self.assertRaisesRegex(ValueError, "positive"):
+            budgets.check_budgets((0.0, 1.0))
 
     def test_median_counts_misses_as_slowest(self):
         self.assertEqual(budgets._median([1.0, None, 3.0]), 1.0)

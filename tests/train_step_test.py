@@ -331,7 +331,7 @@ class TrainStepTest(parameterized.TestCase):
             )
             state, _ = ts(state, (x, y))  # the call puts it back
             state, _ = program(state, (x, y))  # and so does the program
-            nested = jax.jit(lambda s, b: ts.step(s, b))  # traceable
+            nested = jax.jit(ts.step)  # traceable
             state, _ = nested(state, (x, y))
             np.testing.assert_array_equal(state.rng, rng)
             self.assertEqual(int(state.step), 3)

@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The transformer workload: stdlib bytes, the model, O0 against plain."""
 
+import dataclasses
 import functools
 import os
 import tempfile
+import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest
@@ -63,6 +66,26 @@ class TextTest(absltest.TestCase):
         self.assertEqual(bytes(corpus.validation), b"AAA\nCCC\n")
         self.assertEqual(bytes(corpus.train), b"BBB\nDDD\n")
 
+    def test_whole_files_and_tiled_windows(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(4):
+                with open(os.path.join(tmp, f"m{i}.py"), "wb") as f:
+                    f.write(bytes(range(10 * i, 10 * i + 10)))
+            corpus = text.load_stdlib(
+                directory=tmp, validation_every=2, max_file_bytes=None
+            )
+            with self.assertRaisesRegex(ValueError, "None or at least 1"):
+                text.load_stdlib(directory=tmp, max_file_bytes=0)
+        self.assertIsNone(corpus.source.max_file_bytes)
+        self.assertEqual(corpus.source.validation_bytes, 22)  # whole + "\n"
+        # Every byte after the first is predicted exactly once.
+        x, y = text.tiled_windows(corpus.validation, 5)
+        self.assertEqual(x.shape, (4, 5))
+        np.testing.assert_array_equal(x.ravel(), corpus.validation[:20])
+        np.testing.assert_array_equal(y.ravel(), corpus.validation[1:21])
+        with self.assertRaisesRegex(ValueError, r"\[1, 21\], got 22"):
+            text.tiled_windows(corpus.validation, 22)
+
     def test_windows_are_next_byte_pairs_and_seeded(self):
         corpus = _corpus()
         x, y = text.windows(corpus.train, 5, 16, np.random.default_rng(0))
@@ -74,6 +97,47 @@ class TextTest(absltest.TestCase):
         c = list(text.batches(corpus.train, 4, 8, seed=4, steps=3))
         _utils.assert_trees_equal(a, b)
         self.assertFalse(np.array_equal(a[0][0], c[0][0]))
+
+
+class BudgetWorkloadTest(absltest.TestCase):
+    def test_stretched_schedule_lives_in_the_state(self):
+        workload = dataclasses.replace(
+            _workload(), warmup_steps=None, warmup_fraction=0.05
+        )
+        params = {"w": np.zeros(2, np.float32)}
+        short = workload.optimizer(100).init(params)
+        long = workload.optimizer(400).init(params)
+        self.assertEqual(float(short.hyperparams["horizon"]), 100.0)
+        self.assertEqual(float(long.hyperparams["warmup"]), 20.0)
+        self.assertIn("warm-up (5%)", workload.description)
+        with self.assertRaisesRegex(ValueError, "exactly one"):
+            dataclasses.replace(workload, warmup_steps=25)
+        with self.assertRaisesRegex(ValueError, r"\[0, 1\), got 1.5"):
+            dataclasses.replace(workload, warmup_fraction=1.5)
+
+    def test_validation_losses_per_window_in_chunks(self):
+        workload = dataclasses.replace(_workload(), validation_windows=None)
+        x, y = workload.validation
+        self.assertGreater(len(x), lm.EVAL_BATCH)  # padded last chunk
+        plain = lm.plain_step(workload.model(0), workload.optimizer())
+        state = plain.init(workload.model(0))
+        losses = lm.validation_losses(plain.predict, state, workload)
+        self.assertEqual(losses.shape, (len(x),))
+        some = slice(len(x) - 3, len(x))
+        expected = [
+            float(
+                models.cross_entropy(
+                    plain.predict(state, x[i : i + 1]), y[i : i + 1]
+                )
+            )
+            for i in range(some.start, some.stop)
+        ]
+        np.testing.assert_allclose(losses[some], expected, rtol=1e-5)
+        self.assertAlmostEqual(
+            lm.validation_loss(plain.predict, state, workload),
+            float(losses.mean()),
+            places=6,
+        )
 
 
 class TransformerTest(absltest.TestCase):
@@ -166,6 +230,49 @@ class TransformerTest(absltest.TestCase):
         )
         with self.assertRaisesRegex(ValueError, "`fn_flag=True` asks for"):
             boostax.less_bn(model, x, fn_flag=True)
+
+    def test_text_recipe_centralizes_without_fn_head_or_freezing(self):
+        workload = _workload()
+        config = boostax.text_recipe(total_steps=2)
+        self.assertEqual(
+            boostax.boost_config("O1", config).enabled_algorithms,
+            ("less_bn",),
+        )
+        self.assertTrue(
+            boostax.boost_config("O1", config).seq_len_warmup.enabled
+        )
+        # Here: what LessBN does on a language model (the lengths are
+        # `seq_len_warmup_test`'s).
+        config["seq_len_warmup"]["enabled"] = False
+        steps = {}
+        for name, level, cfg in (("O0", "O0", None), ("text", "O1", config)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # no BatchNorm, said once
+                ts = boostax.auto_boost(
+                    level,
+                    cfg,
+                    optimizer=workload.optimizer(),
+                    model=workload.model(0),
+                    loss=models.cross_entropy,
+                    sample_inputs=workload.sample_inputs,
+                )
+            state = ts.init(workload.model(0))
+            for batch in workload.batches(0, steps=2):  # step 0: lr 0
+                state, _ = ts(state, batch)
+            steps[name] = state
+            self.assertIsNone(ts.freezing)
+        ours, plain = steps["text"].params, steps["O0"].params
+        # The same parameters (the dense head kept: no FN head's
+        # multiplier), and centralization changed some of their updates.
+        self.assertEqual(jax.tree.structure(ours), jax.tree.structure(plain))
+        changed = [
+            not np.array_equal(a, b)
+            for a, b in zip(
+                jax.tree.leaves(ours), jax.tree.leaves(plain), strict=True
+            )
+        ]
+        self.assertTrue(any(changed))
+        self.assertFalse(all(changed))
 
     def test_freezing_groups_follow_call_order(self):
         workload = _workload()

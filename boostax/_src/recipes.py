@@ -52,3 +52,54 @@ def recipe(total_steps: int | None = None) -> dict[str, dict[str, Any]]:
             freeze_sequence.check_total_steps("total_steps", total_steps)
         )
     return config
+
+
+def text_recipe(total_steps: int) -> dict[str, dict[str, Any]]:
+    """boostax's O1 recipe for transformers trained with AdamW.
+
+    O1 as MindSpore sets it (and `recipe`) is made for a convolutional
+    network with BatchNorm trained with SGD. A decoder-only language model
+    has no BatchNorm, and no gradient freezing schedule beat plain Optax on
+    one (docs/results.md, "A transformer"). This recipe keeps what can help
+    there:
+
+    - sequence-length warm-up (`seq_len_warmup`, Composer's defaults):
+      batches truncated to 8 tokens at first, growing in multiples of 8 to
+      the full context over the first 30% of the updates, so early updates
+      cost a fraction of a full one;
+    - LessBN's gradient centralization of the attention, MLP and output
+      projection kernels (each over its layer's fan-in,
+      `gradient_centralization_axes`), without the FN head (``fn_flag``
+      False: a language-model head is not a classifier's logits);
+    - no gradient freezing (``grad_freeze`` False).
+
+    Pass it as the config of level ``"O1"``; change any key as with any
+    config. Measured by ``benchmarks/transformer_budgets.py``
+    (docs/results.md).
+
+    Args:
+      total_steps: the run's length in optimizer updates
+        (``seq_len_warmup.total_steps``): the lengths grow over its first
+        30%.
+
+    Returns:
+      A new config dict (mode ``"manual"``).
+
+    Example:
+      >>> import boostax
+      >>> config = boostax.text_recipe(total_steps=1000)
+      >>> boostax.BoostConfig.from_dict(config, level="O1").enabled_algorithms
+      ('less_bn',)
+      >>> config["seq_len_warmup"]
+      {'enabled': True, 'total_steps': 1000}
+    """
+    return {
+        "boost": {"mode": "manual", "less_bn": True, "grad_freeze": False},
+        "less_bn": {"fn_flag": False, "gc_flag": True},
+        "seq_len_warmup": {
+            "enabled": True,
+            "total_steps": freeze_sequence.check_total_steps(
+                "total_steps", total_steps
+            ),
+        },
+    }

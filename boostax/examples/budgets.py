@@ -18,10 +18,20 @@ accuracy against time:
   (median over seeds), divided by the time the arm needs to reach that
   accuracy on its own accuracy-vs-time curve, interpolated linearly between
   budgets, per seed; "not reached" if the curve never gets there. Plain's
-  time is read off its own median curve: its full budget, or less where it
-  plateaus earlier (dividing its whole full budget instead, kept as
-  ``speedup_vs_full_budget``, would flatter every arm, plain included).
-  Medians count a miss as the slowest seed.
+  time is read off its own median curve up to its full budget: the full
+  budget, or less where it plateaus earlier (dividing its whole full budget
+  instead, kept as ``speedup_vs_full_budget``, would flatter every arm,
+  plain included). Medians count a miss as the slowest seed.
+- **past the full budget**: every arm also trains at 1.5x the full budget
+  (`BUDGETS`), so an arm that reaches plain's full-budget accuracy only
+  after plain's full time is credited with the time it needs (a speed-up
+  below 1) instead of a miss, as Composer compares Pareto curves.
+
+The metric is a `Metric`: test accuracy (`ACCURACY`, higher is better) for
+the ResNets, validation loss (`LOSS`, lower is better) for the language
+model (``benchmarks/transformer_budgets.py``). The summary's keys keep the
+word "accuracy" (``target_accuracy``, ``accuracy_median``, ...) for either;
+its ``metric`` says which one they hold.
 
 Only the optimizer state holds the schedule's horizon
 (``optax.inject_hyperparams``), so every budget runs the same compiled
@@ -34,17 +44,53 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import boostax
 from boostax.examples import speedup
 
-#: Fractions of the plateau length trained (the full budget last).
-BUDGETS = (0.25, 0.5, 1.0)
+#: Fractions of the plateau length trained: the full budget (`FULL`) and
+#: past it, where an arm slower than plain Optax still reaches its accuracy.
+BUDGETS = (0.25, 0.5, 1.0, 1.5)
+#: The full budget: plain Optax's target and time are read there.
+FULL = 1.0
 #: An arm may reach plain's full-budget accuracy this much lower (0.2 point).
 TOLERANCE = 0.002
+
+
+class Metric(NamedTuple):
+    """What the protocol reads at the end of each run.
+
+    Attributes:
+      name: e.g. ``"test accuracy"``.
+      higher_is_better: accuracy: ``True``; a loss: ``False``.
+      tolerance: how much worse than plain's full-budget value an arm may
+        end and still count as reaching it (the ``within_tolerance`` keys).
+      label: the table's short column name.
+    """
+
+    name: str
+    higher_is_better: bool
+    tolerance: float
+    label: str
+
+    def worse(self, value: float, by: float) -> float:
+        """`value` made worse by `by`."""
+        return value - by if self.higher_is_better else value + by
+
+    def reaches(self, value: float, target: float) -> bool:
+        """Whether `value` is at least as good as `target`."""
+        return value >= target if self.higher_is_better else value <= target
+
+
+#: Test accuracy, 0.2 point of tolerance.
+ACCURACY = Metric("test accuracy", True, TOLERANCE, "acc")
+#: Validation loss (nats), 0.01 nat of tolerance (0.4% of the text
+#: workload's loss; ten times the paired standard error of a gap on its
+#: 1.1 MB validation split, below the spread over seeds).
+LOSS = Metric("validation loss", False, 0.01, "loss")
 
 
 def budget(workload: speedup.Workload, fraction: float) -> speedup.Workload:
@@ -198,17 +244,26 @@ def run_seconds(run: BudgetRun, costs: dict[Any, float], plain_seconds: float):
     return sum(costs[d] for d in run.depths) * plain_seconds
 
 
-def time_to_reach(points: Sequence[tuple[float, float]], target: float):
-    """When a curve of ``(seconds, accuracy)`` first reaches `target`.
+def time_to_reach(
+    points: Sequence[tuple[float, float]],
+    target: float,
+    metric: Metric = ACCURACY,
+):
+    """When a curve of ``(seconds, value)`` first reaches `target`.
 
     Linear between budgets; a curve whose smallest budget already reaches
     the target gets that budget's time (an upper bound: no smaller budget was
     trained). ``None``: never reached.
+
+    Args:
+      points: the curve, in any order.
+      target: the value to reach.
+      metric: whether higher (accuracy) or lower (a loss) values are better.
     """
     points = sorted(points)
     previous = None
     for seconds, accuracy in points:
-        if accuracy >= target:
+        if metric.reaches(accuracy, target):
             if previous is None:
                 return seconds
             t0, a0 = previous
@@ -270,38 +325,63 @@ def runs_from_json(runs: dict[str, list[dict]]) -> dict[str, list[BudgetRun]]:
     }
 
 
+def check_budgets(budgets: Sequence[float]) -> tuple[float, ...]:
+    """`budgets` sorted, checked to hold the full budget (`FULL`)."""
+    budgets = tuple(sorted(float(b) for b in budgets))
+    if FULL not in budgets or any(b <= 0 for b in budgets):
+        raise ValueError(
+            f"`budgets` must be positive fractions of the full budget that "
+            f"include it ({FULL}), got {list(budgets)}."
+        )
+    return budgets
+
+
 def summarize(
-    runs: dict[str, list[BudgetRun]], budgets: Sequence[float]
+    runs: dict[str, list[BudgetRun]],
+    budgets: Sequence[float],
+    metric: Metric = ACCURACY,
 ) -> dict[str, Any]:
     """Targets, per-seed speed-ups and the accuracy-vs-time curves.
 
     `runs` holds each arm's runs with `BudgetRun.seconds` set; the first
-    arm is plain Optax.
+    arm is plain Optax. The target is plain's median at the full budget
+    (`FULL`); plain's time to it is read off its curve up to that budget,
+    every arm's off its whole curve (budgets past the full one included).
+    `metric` says which way is better (the runs' ``final_accuracy`` holds
+    its value).
     """
+    budgets = check_budgets(budgets)
     plain_name = next(iter(runs))
-    full = max(budgets)
+    full = FULL
     plain_full = [r for r in runs[plain_name] if r.fraction == full]
     target = statistics.median(r.final_accuracy for r in plain_full)
     plain_time = statistics.median(_seconds(r) for r in plain_full)
-    # Plain's own time to the target, on its median curve: its full budget,
-    # or less where plain plateaus before it (then the full budget would
-    # flatter every arm).
+    tolerant_target = metric.worse(target, metric.tolerance)
+    # Plain's own time to the target, on its median curve up to its full
+    # budget: the full budget, or less where plain plateaus before it (then
+    # the full budget would flatter every arm).
     plain_curve = [
         (b["seconds_median"], b["accuracy_median"])
-        for b in _budget_stats(runs[plain_name], budgets, plain_time).values()
+        for fraction, b in _budget_stats(
+            runs[plain_name], budgets, plain_time
+        ).items()
+        if float(fraction) <= full
     ]
     reference = {
-        goal: time_to_reach(plain_curve, goal) or plain_time
-        for goal in (target, target - TOLERANCE)
+        goal: time_to_reach(plain_curve, goal, metric) or plain_time
+        for goal in (target, tolerant_target)
     }
     out: dict[str, Any] = {
+        "metric": {
+            "name": metric.name,
+            "higher_is_better": metric.higher_is_better,
+        },
+        "full_budget": full,
         "target_accuracy": target,
-        "tolerance": TOLERANCE,
+        "tolerance": metric.tolerance,
         "plain_full_budget_seconds": plain_time,
         "plain_seconds_to_target": reference[target],
-        "plain_seconds_to_target_within_tolerance": reference[
-            target - TOLERANCE
-        ],
+        "plain_seconds_to_target_within_tolerance": reference[tolerant_target],
         "arms": {},
     }
     for name, arm_runs in runs.items():
@@ -320,14 +400,14 @@ def summarize(
         def speedups(goal, plain_seconds, curves=curves):
             values = {}
             for seed, curve in curves.items():
-                seconds = time_to_reach(curve, goal)
+                seconds = time_to_reach(curve, goal, metric)
                 values[seed] = (
                     None if seconds is None else plain_seconds / seconds
                 )
             return values
 
         exact = speedups(target, reference[target])
-        tolerant = speedups(target - TOLERANCE, reference[target - TOLERANCE])
+        tolerant = speedups(tolerant_target, reference[tolerant_target])
         # The issue's literal ratio: plain's whole full budget over the arm's
         # time to plain's full-budget accuracy.
         literal = speedups(target, plain_time)
@@ -363,15 +443,30 @@ def summarize(
     return out
 
 
+def _metric(summary: dict[str, Any]) -> Metric:
+    """The summary's `Metric` (accuracy for summaries that predate it)."""
+    stored = summary.get("metric")
+    if stored is None or stored["name"] == ACCURACY.name:
+        return ACCURACY
+    return LOSS
+
+
 def format_summary(summary: dict[str, Any]) -> str:
-    """One row per arm: accuracy at each budget, speed-ups and misses."""
+    """One row per arm: accuracy (or loss) at each budget, speed-ups and
+    misses."""
     arms = summary["arms"]
     budgets = list(next(iter(arms.values()))["budgets"])
+    metric = _metric(summary)
+    tolerance = (
+        f"-{summary['tolerance'] * 100:g}pt"
+        if metric.higher_is_better
+        else f"+{summary['tolerance']:g}"
+    )
     header = (
         f"{'arm':<24} "
-        + " ".join(f"{'acc@' + b:>9} {'time':>5}" for b in budgets)
+        + " ".join(f"{metric.label + '@' + b:>9} {'time':>5}" for b in budgets)
         + f" {'speed-up':>8} {'worst':>6} {'miss':>4}"
-        + f" {'-0.2pt':>7} {'worst':>6} {'miss':>4} {'compile':>8}"
+        + f" {tolerance:>7} {'worst':>6} {'miss':>4} {'compile':>8}"
         + f" {'vs full':>7}"
     )
     plain_share = (
@@ -379,7 +474,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         / summary["plain_full_budget_seconds"]
     )
     lines = [
-        f"target: plain's full-budget accuracy {summary['target_accuracy']:.4f}"
+        f"target: plain's full-budget {metric.name} "
+        f"{summary['target_accuracy']:.4f}"
         f" (median over seeds), which plain reaches in {plain_share:.2f} of "
         f"its full budget; time relative to plain's full budget; 'vs full': "
         f"speed-up over plain's whole full budget",
@@ -408,31 +504,40 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot(summary: dict[str, Any], path: str, title: str) -> None:
-    """Accuracy against relative time, one curve per arm (median over
-    seeds, min-max bars), plain's full-budget accuracy dashed.
+def plot(
+    summary: dict[str, Any], path: str, title: str, *, span: float = 0.05
+) -> None:
+    """Accuracy (or loss) against relative time, one curve per arm (median
+    over seeds, min-max bars), plain's full-budget value dashed.
 
-    The axis spans 5 points below that accuracy; a median below it is
-    drawn on the axis's floor as a triangle, labelled with its value.
+    The axis spans `span` (5 points of accuracy) on the worse side of that
+    value; a median beyond it is drawn on the axis's edge as a triangle,
+    labelled with its value. A loss's axis is flipped, so that better is up
+    for either metric.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    floor = summary["target_accuracy"] - 0.05
+    metric = _metric(summary)
+    sign = 1.0 if metric.higher_is_better else -1.0
+    target = summary["target_accuracy"]
+    # Drawn as sign * value: larger is better, the floor below the target.
+    floor = sign * target - span
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for name, arm in summary["arms"].items():
         points = sorted(
             (
                 b["relative_time_median"],
-                b["accuracy_median"],
-                b["accuracy_min"],
-                b["accuracy_max"],
+                sign * b["accuracy_median"],
+                sign * b["accuracy_min"],
+                sign * b["accuracy_max"],
             )
             for b in arm["budgets"].values()
         )
         x, y, low, high = (np.array(v) for v in zip(*points, strict=True))
+        low, high = np.minimum(low, high), np.maximum(low, high)
         shown = np.maximum(y, floor)
         line = axis.errorbar(
             x,
@@ -449,7 +554,7 @@ def plot(summary: dict[str, Any], path: str, title: str) -> None:
             color = line[0].get_color()
             axis.plot(xi, floor, marker="v", markersize=9, color=color)
             axis.annotate(
-                f"{yi:.1%}",
+                f"{yi:.1%}" if metric.higher_is_better else f"{-yi:.3f}",
                 (xi, floor),
                 textcoords="offset points",
                 xytext=(6, 6),
@@ -457,15 +562,22 @@ def plot(summary: dict[str, Any], path: str, title: str) -> None:
                 color=color,
             )
     axis.axhline(
-        summary["target_accuracy"],
+        sign * target,
         color="gray",
         linestyle="--",
         label="plain, full budget (median)",
     )
-    axis.set_ylim(floor - 0.002, 1.0 + 0.002)
-    axis.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     axis.set_xlabel("training time / plain Optax's full budget")
-    axis.set_ylabel("final test accuracy")
+    if metric.higher_is_better:
+        axis.set_ylim(floor - 0.002, 1.0 + 0.002)
+        axis.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+        axis.set_ylabel("final test accuracy")
+    else:
+        axis.set_ylim(bottom=floor - span / 50)
+        axis.yaxis.set_major_formatter(
+            matplotlib.ticker.FuncFormatter(lambda v, _: f"{-v:.2f}")
+        )
+        axis.set_ylabel(f"final {metric.name} (nats; better is up)")
     axis.set_title(title, fontsize=10)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
@@ -474,9 +586,33 @@ def plot(summary: dict[str, Any], path: str, title: str) -> None:
     plt.close(figure)
 
 
+class Protocol(NamedTuple):
+    """How `measure` trains and times a workload's arms.
+
+    Attributes:
+      scale: ``scale(workload, fraction) -> workload`` of that budget.
+      train: ``train(arm, workload, fraction, seed) -> BudgetRun``.
+      step_costs: ``step_costs(arms, workload, repetitions=, steps=) ->
+        (plain seconds per step, {arm: {depth: ratio}})`` of the arms of
+        the largest budget (plain Optax's first).
+      metric: what `train` reads at the end of a run.
+    """
+
+    scale: Callable[[Any, float], Any]
+    train: Callable[[Any, Any, float, int], BudgetRun]
+    step_costs: Callable[..., tuple[float, dict[str, dict[Any, float]]]]
+    metric: Metric = ACCURACY
+
+
+def resnet_protocol() -> Protocol:
+    """The ResNets' (`speedup.Workload`): epochs, test accuracy, step costs
+    per freeze depth."""
+    return Protocol(budget, train_budget, depth_step_costs)
+
+
 def measure(
     makers: Sequence[Maker],
-    workload: speedup.Workload,
+    workload: Any,
     *,
     budgets: Sequence[float] = BUDGETS,
     seeds: int = 3,
@@ -485,52 +621,56 @@ def measure(
     steps: int = 5,
     progress: Callable[[str], None] = print,
     reuse: dict[str, Sequence[BudgetRun]] | None = None,
+    protocol: Protocol | None = None,
 ) -> tuple[dict[str, list[BudgetRun]], dict[str, Any]]:
     """Every arm at every budget (`seeds` seeds; `full_budget_seeds` at the
-    full one), the step costs per depth, and the summary.
+    full one, `FULL`), the step costs per depth, and the summary.
 
     The first maker must be plain Optax's. `reuse` holds runs of an earlier
     measurement of the same code (``{arm: runs}``, e.g. plain Optax's, whose
     training is deterministic): an arm found there at a budget and seed is
     not trained again; its time is still taken from this measurement's
-    step costs.
+    step costs. `protocol`: how to train and time (default
+    `resnet_protocol`, for a `speedup.Workload`).
     """
+    budgets = check_budgets(budgets)
+    protocol = protocol or resnet_protocol()
     reused = {
         (name, r.fraction, r.seed): r
         for name, arm_runs in (reuse or {}).items()
         for r in arm_runs
     }
     runs: dict[str, list[BudgetRun]] = {m.name: [] for m in makers}
-    full_arms: list[speedup.Arm] = []  # the full budget's
-    for fraction in sorted(budgets):
-        budget_workload = budget(workload, fraction)
+    full_arms: list[speedup.Arm] = []  # the largest budget's
+    for fraction in budgets:
+        budget_workload = protocol.scale(workload, fraction)
         arms = [m.make(budget_workload) for m in makers]
-        count = full_budget_seeds if fraction == max(budgets) else seeds
+        count = full_budget_seeds if fraction == FULL else seeds
         for seed in range(count):
             order = arms if seed % 2 == 0 else arms[::-1]
             for arm in order:
                 run = reused.get((arm.name, fraction, seed))
                 source = "reused" if run else "trained"
                 if run is None:
-                    run = train_budget(arm, budget_workload, fraction, seed)
+                    run = protocol.train(arm, budget_workload, fraction, seed)
                 runs[arm.name].append(dataclasses.replace(run, seconds=None))
                 progress(
-                    f"budget {fraction:g} ({budget_workload.epochs} epochs) "
-                    f"seed {seed} {arm.name:<24} acc {run.final_accuracy:.4f} "
-                    f"compile wait {run.compile_wait:.1f} s ({source})"
+                    f"budget {fraction:g} ({run.steps} steps) seed {seed} "
+                    f"{arm.name:<24} {protocol.metric.label} "
+                    f"{run.final_accuracy:.4f} compile wait "
+                    f"{run.compile_wait:.1f} s ({source})"
                 )
-        if fraction == max(budgets):
-            full_arms = arms
-    plain_seconds, costs = depth_step_costs(
+        full_arms = arms  # the largest budget's: every depth it runs
+    plain_seconds, costs = protocol.step_costs(
         full_arms,
-        budget(workload, max(budgets)),
+        protocol.scale(workload, budgets[-1]),
         repetitions=repetitions,
         steps=steps,
     )
     for name, arm_runs in runs.items():
         for run in arm_runs:
             run.seconds = run_seconds(run, costs[name], plain_seconds)
-    summary = summarize(runs, budgets)
+    summary = summarize(runs, budgets, protocol.metric)
     summary["plain_seconds_per_step"] = plain_seconds
     summary["step_cost_by_depth"] = {
         name: {str(d): ratio for d, ratio in by_depth.items()}

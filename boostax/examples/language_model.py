@@ -37,7 +37,10 @@ import optax
 from flax import nnx
 
 import boostax
-from boostax.examples import models, text
+from boostax.examples import models, schedules, text
+
+#: Validation windows per forward pass (a large set is evaluated in chunks).
+EVAL_BATCH = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,9 +55,17 @@ class Workload:
       steps: the training budget in steps (batches).
       learning_rate: AdamW's peak rate, reached after `warmup_steps`, then
         a cosine decay to a tenth of it at the end of the budget.
+      warmup_steps: the warm-up's length (``None`` with `warmup_fraction`).
+      warmup_fraction: instead of `warmup_steps`, the budgets protocol's
+        schedule (`boostax.examples.schedules`): a warm-up over this fraction
+        of the updates, then a cosine to zero, the horizon held in the
+        optimizer state (``optax.inject_hyperparams``) so that every budget
+        runs the same compiled programs.
       weight_decay: AdamW's (decoupled) weight decay.
       eval_every: steps between validation losses.
-      validation_windows: windows in the fixed validation set.
+      validation_windows: windows in the fixed validation set, drawn at
+        random; ``None``: the whole validation split, tiled
+        (`text.tiled_windows`), evaluated `EVAL_BATCH` windows at a time.
       param_groups: gradient freezing's groups (MindSpore's default 10).
     """
 
@@ -69,11 +80,26 @@ class Workload:
     # benchmarks/transformer.py found too low for the budget
     # (results/transformer_adasum_lr3e-3.json: 2.13 -> 1.86 final loss).
     learning_rate: float = 1.2e-2
-    warmup_steps: int = 25
+    warmup_steps: int | None = 25
     weight_decay: float = 0.01
     eval_every: int = 20
-    validation_windows: int = 64
+    validation_windows: int | None = 64
     param_groups: int = 10
+    warmup_fraction: float | None = None
+
+    def __post_init__(self):
+        if (self.warmup_steps is None) == (self.warmup_fraction is None):
+            raise ValueError(
+                "Give exactly one of `warmup_steps` and `warmup_fraction`, "
+                f"got {self.warmup_steps} and {self.warmup_fraction}."
+            )
+        if self.warmup_fraction is not None and not (
+            0 <= self.warmup_fraction < 1
+        ):
+            raise ValueError(
+                "`warmup_fraction` must be in [0, 1), got "
+                f"{self.warmup_fraction}."
+            )
 
     @classmethod
     def quick(cls, corpus: text.TextCorpus | None = None) -> Workload:
@@ -94,13 +120,18 @@ class Workload:
 
     @property
     def description(self) -> str:
+        warmup = (
+            f"{self.warmup_steps} steps"
+            if self.warmup_fraction is None
+            else f"{self.warmup_fraction:.0%}"
+        )
         return (
             f"NNXTransformer: {self.num_blocks} pre-LN blocks, d_model "
             f"{self.d_model}, {self.num_heads} heads, context "
             f"{self.context}, bytes of the Python "
             f"{self.corpus.source.python} standard library; batch "
             f"{self.batch_size}, AdamW({self.learning_rate:g}, weight decay "
-            f"{self.weight_decay:g}) with warm-up + cosine over "
+            f"{self.weight_decay:g}) with warm-up ({warmup}) + cosine over "
             f"{self.steps} steps"
         )
 
@@ -126,6 +157,13 @@ class Workload:
         """AdamW with its schedule stretched over `updates` optimizer
         updates (default: `steps`; fewer with gradient accumulation)."""
         updates = updates or self.steps
+        if self.warmup_steps is None:  # then `warmup_fraction` is given
+            return optax.inject_hyperparams(_scheduled_adamw)(
+                learning_rate=self.learning_rate,
+                warmup=float(round((self.warmup_fraction or 0) * updates)),
+                horizon=float(updates),
+                weight_decay=self.weight_decay,
+            )
         schedule = optax.warmup_cosine_decay_schedule(
             0.0,
             self.learning_rate,
@@ -156,6 +194,15 @@ class Workload:
     def sample_inputs(self) -> np.ndarray:
         """One window of inputs, for the algorithms that trace the model."""
         return self.validation[0][:1]
+
+
+def _scheduled_adamw(learning_rate, warmup, horizon, weight_decay):
+    return optax.adamw(
+        lambda count: schedules.warmup_cosine(
+            count, learning_rate, warmup, horizon
+        ),
+        weight_decay=weight_decay,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -233,12 +280,44 @@ def _mean_loss(logits, targets):
     return models.cross_entropy(logits.astype(jnp.float32), targets)
 
 
+@jax.jit
+def _window_losses(logits, targets):
+    losses = optax.softmax_cross_entropy_with_integer_labels(
+        logits.astype(jnp.float32), targets
+    )
+    return losses.mean(axis=-1)
+
+
+def validation_losses(
+    predict: Callable[[Any, Any], jax.Array], state, workload: Workload
+) -> np.ndarray:
+    """Each validation window's mean next-byte cross-entropy (nats).
+
+    `EVAL_BATCH` windows per forward pass (the last padded, so one
+    program serves every chunk). Their mean is the validation loss; their
+    spread, its sampling noise.
+    """
+    x, y = workload.validation
+    batch = min(EVAL_BATCH, len(x))
+    out = []
+    for start in range(0, len(x), batch):
+        xb, yb = x[start : start + batch], y[start : start + batch]
+        n = len(xb)
+        if n < batch:  # pad with windows from the start; dropped below
+            xb = np.concatenate([xb, x[: batch - n]])
+            yb = np.concatenate([yb, y[: batch - n]])
+        out.append(np.asarray(_window_losses(predict(state, xb), yb))[:n])
+    return np.concatenate(out)
+
+
 def validation_loss(
     predict: Callable[[Any, Any], jax.Array], state, workload: Workload
 ) -> float:
     """Mean next-byte cross-entropy (nats) on the validation windows."""
     x, y = workload.validation
-    return float(_mean_loss(predict(state, x), y))
+    if len(x) <= EVAL_BATCH:
+        return float(_mean_loss(predict(state, x), y))
+    return float(validation_losses(predict, state, workload).mean())
 
 
 class Run(NamedTuple):

@@ -1,0 +1,472 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Validation loss against training time over budgets, on a transformer.
+
+The budget protocol of the ResNets (`boostax.examples.budgets`,
+``benchmarks/speedup.py --budgets``) on a byte-level language model: every
+arm trains at 1/4, 1/2, 1 and 1.5x a full budget with AdamW's warm-up (5%)
++ cosine stretched to each, 3 seeds per budget and 5 at the full one; its
+final validation loss (lower is better) against its time gives a curve,
+and the speed-up is the time plain Optax needs for its own full-budget loss
+(median over seeds) over the time the arm's curve needs to reach it (per
+seed, interpolated; past 1x where the arm is slower; "not reached" if even
+1.5x misses). Time is steps x the interleaved step-cost ratio, each arm
+walking its whole largest-budget sequence against plain Optax
+(``benchmarks/transformer.py``'s `step_costs`); the compile wait is added
+in a second column.
+
+The workload (`workload`): the ``NNXTransformer`` of the transformer
+benchmark, sized for this protocol on two CPU cores: context 128 (where
+sequence-length warm-up has room), 4 blocks of width 128 (4 heads), batch
+32, 800 steps at full budget (about 3.5 minutes for plain Optax on 2 quiet
+cores, 0.26 s a step; 3.3 M training bytes, about one pass over the
+training split). The corpus is the standard library's top-level ``*.py``
+files read whole, every 5th file held out: 3.6 MB to train on, 1.1 MB of
+validation, all of it evaluated (tiled into 128-byte windows, 8.7 k of
+them) once at the end of each run.
+
+Noise, reported next to every gap (``noise``): the standard error of the
+mean validation loss over windows (and over blocks of 64 consecutive
+windows, which allows for the correlation of neighbouring windows), the
+spread of plain Optax's full-budget loss over its 5 seeds, and per arm the
+standard error of its per-window loss difference from plain Optax of the
+same seed (paired: the gap's own noise on this validation set).
+
+Arms (`ARMS`): plain Optax, O1 (MindSpore's, on a model without BatchNorm),
+each algorithm alone (centralization, LessBN, MindSpore's and progressive
+freezing, accumulation, a dynamic loss scale), sequence-length warm-up
+(Composer's defaults) and `boostax.text_recipe` (centralization and
+sequence-length warm-up). AdaSum (8 simulated devices sharing two cores: its
+wall time is not judged) and DimReduce (two stages) are in
+``benchmarks/transformer.py`` only.
+
+Full runs on two quiet cores, each about 50 minutes an arm (training:
+11.75 full budgets an arm; timing: 1.5; evaluation: 17 passes over 1.1 MB),
+cold compiles (the compile column); plain Optax's runs are deterministic,
+so later processes reuse the first one's:
+
+    python benchmarks/transformer_budgets.py --no-compilation-cache \
+        --arms O1 "text recipe" "seq warm-up"             # ~3.5 h
+    python benchmarks/transformer_budgets.py --no-compilation-cache \
+        --arms centralization "LessBN (O1)" "freeze MindSpore" \
+        "freeze progressive" "accumulation x4" "dynamic loss scale" \
+        --reuse-plain benchmarks/results/transformer_budgets.json \
+        --out benchmarks/results/transformer_budgets_algorithms.json  # ~5 h
+    python benchmarks/transformer_budgets.py --quick       # smoke test
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import _common
+import numpy as np
+import transformer
+
+import boostax
+from boostax.examples import budgets, schedules, text
+from boostax.examples import language_model as lm
+
+PLAIN = transformer.PLAIN
+FULL_STEPS = 800
+# The y axis of the figure: this many nats above plain's full-budget loss.
+PLOT_SPAN = 0.3
+# Blocks of consecutive validation windows for the batch-means standard
+# error (64 windows of 128 bytes: 8 KB, most of a file).
+NOISE_BLOCK = 64
+RESULT = "transformer_budgets.json"
+
+
+def workload(*, quick: bool = False) -> lm.Workload:
+    """The transformer, its corpus and its full budget (see the module).
+
+    Sized on two CPU cores (plain Optax; the machine was shared by other
+    jobs, so these are rough): width 128 x 4 blocks at batch 32 took 0.26
+    s a step at load 0.5 (0.54 s at load 4-5), 0.88 M parameters; 6
+    blocks or width 192 at batch 16 took about as long for half the bytes
+    a step. 800 steps keep plain's full budget near 3.5 minutes. Peak
+    learning rate: at 200 steps (seed 0) 3e-3, 6e-3 and 1.2e-2 ended at
+    2.392, 2.397 and 2.532 nats; 6e-3, half the rate that already hurts.
+    Evaluating the 1.1 MB validation split takes about 35 s loaded (about
+    90 steps' worth); it is not part of any arm's time.
+    """
+    if quick:
+        corpus = text.load_stdlib()  # 32 KB a file: a fast smoke test
+        return dataclasses.replace(
+            lm.Workload.quick(corpus),
+            # Half of 24 steps still spans sequence-length warm-up's three
+            # length increments (context 32) within its first 30%.
+            steps=24,
+            warmup_steps=None,
+            warmup_fraction=schedules.WARMUP_FRACTION,
+            validation_windows=None,
+        )
+    corpus = text.load_stdlib(max_file_bytes=None, validation_every=5)
+    return lm.Workload(
+        corpus,
+        context=128,
+        d_model=128,
+        num_heads=4,
+        num_blocks=4,
+        batch_size=32,
+        steps=FULL_STEPS,
+        learning_rate=6e-3,
+        warmup_steps=None,
+        warmup_fraction=schedules.WARMUP_FRACTION,
+        validation_windows=None,
+    )
+
+
+# --------------------------------------------------------------------------
+# The arms.
+
+_ONLY = {"mode": "manual", "less_bn": False, "grad_freeze": False}
+
+
+#: ``name: spec`` or ``name: spec(budget steps)``; the algorithms alone are
+#: `benchmarks/transformer.py`'s arms.
+ARMS: dict[str, transformer.ArmSpec | Callable[[int], Any]] = {
+    # MindSpore's O1 (its defaults); the empty section is where the
+    # freezing sequence's length, the budget's, goes.
+    "O1": transformer.ArmSpec("O1", {"grad_freeze": {}}),
+    **{
+        name: transformer.ARMS[name]
+        for name in (
+            "centralization",
+            "LessBN (O1)",
+            "freeze MindSpore",
+            "freeze progressive",
+            "accumulation x4",
+            "dynamic loss scale",
+        )
+    },
+    "seq warm-up": transformer.ARMS["seq-len warm-up"],
+    # Its `seq_len_warmup.total_steps` is set to the budget's updates.
+    "text recipe": lambda steps: transformer.ArmSpec(
+        "O1", boostax.text_recipe(total_steps=steps)
+    ),
+}
+
+
+def maker(name: str) -> budgets.Maker:
+    """Builds arm `name` for a budget's workload."""
+    if name == PLAIN:
+        return budgets.Maker(PLAIN, transformer.plain_arm)
+    spec = ARMS[name]
+
+    def make(budget_workload):
+        chosen = spec(budget_workload.steps) if callable(spec) else spec
+        return transformer.boost_arm(name, chosen, budget_workload)
+
+    return budgets.Maker(name, make)
+
+
+# --------------------------------------------------------------------------
+# Training and timing (the budgets protocol's `Protocol`).
+
+
+def scale(full: lm.Workload, fraction: float) -> lm.Workload:
+    """`full` trained for `fraction` of its steps, schedule stretched."""
+    return dataclasses.replace(full, steps=max(1, round(fraction * full.steps)))
+
+
+class Recorder:
+    """Trains runs for `budgets.measure`, keeping each run's per-window
+    validation losses (`losses`) for the noise estimates."""
+
+    def __init__(self):
+        self.losses: dict[tuple[str, float, int], np.ndarray] = {}
+
+    def train(self, arm, workload: lm.Workload, fraction: float, seed: int):
+        """Trains the whole budget, evaluating once at the end."""
+        # An arm's first run waits for its compilation (plain Optax's
+        # compiles when built); later runs of the same arm do not.
+        before = getattr(arm, "recorded_wait", 0.0)
+        state = arm.init(seed)
+        for batch in workload.batches(seed):
+            state, _ = arm.step(state, batch)
+        losses = lm.validation_losses(arm.predict, state, workload)
+        self.losses[(arm.name, fraction, seed)] = losses
+        arm.recorded_wait = arm.compile_wait
+        return budgets.BudgetRun(
+            fraction,
+            seed,
+            workload.steps,
+            float(losses.mean()),
+            None,
+            arm.compile_wait - before,
+        )
+
+
+def step_costs(arms, workload: lm.Workload, *, repetitions: int, steps: int):
+    """Plain Optax's seconds per step and each arm's ratio to it, each arm
+    walking `repetitions` x `steps` steps of its sequence, interleaved
+    (``transformer.step_costs``)."""
+    walk = dataclasses.replace(workload, steps=repetitions * steps)
+    costs = transformer.step_costs(arms, walk, repetitions=repetitions)
+    return costs[PLAIN]["seconds"], {
+        name: {None: cost["ratio"]} for name, cost in costs.items()
+    }
+
+
+# --------------------------------------------------------------------------
+# Noise and the compile column.
+
+
+def standard_error(values: np.ndarray, block: int = 1) -> float:
+    """Standard error of the mean of `values`, from the means of blocks of
+    `block` consecutive values (batch means: neighbours may correlate)."""
+    count = len(values) // block
+    means = values[: count * block].reshape(count, block).mean(axis=1)
+    return float(means.std(ddof=1) / math.sqrt(count))
+
+
+def noise(recorder: Recorder, summary: dict, names) -> dict[str, Any]:
+    """The noise of the validation loss, next to each arm's full-budget gap
+    (`module docstring`)."""
+    full = budgets.FULL
+    plain = {
+        seed: losses
+        for (arm, fraction, seed), losses in recorder.losses.items()
+        if arm == PLAIN and fraction == full
+    }
+    finals = [float(v.mean()) for v in plain.values()]
+    first = next(iter(plain.values()))
+    out: dict[str, Any] = {
+        "windows": len(first),
+        "window_sem": standard_error(first),
+        "block_sem": standard_error(first, NOISE_BLOCK),
+        "block_windows": NOISE_BLOCK,
+        "plain_seed_std": statistics.stdev(finals) if len(finals) > 1 else None,
+        "plain_seed_range": [min(finals), max(finals)],
+        "arms": {},
+    }
+    for name in names:
+        gaps, sems = [], []
+        for seed, reference in plain.items():
+            losses = recorder.losses.get((name, full, seed))
+            if losses is None:
+                continue
+            difference = losses - reference
+            gaps.append(float(difference.mean()))
+            sems.append(standard_error(difference, NOISE_BLOCK))
+        out["arms"][name] = {
+            "full_budget_gap": gaps,
+            "gap_block_sem": sems,
+            "gap_median": statistics.median(gaps),
+            "gap_block_sem_median": statistics.median(sems),
+            "full_budget_loss_delta": summary["arms"][name][
+                "full_budget_accuracy_delta"
+            ],
+        }
+    return out
+
+
+def with_compile(summary: dict, runs: dict) -> dict[str, Any]:
+    """Per arm and seed: the speed-up with each one's compile wait added to
+    its time: the longest wait of its runs (each budget builds the arm
+    anew; the first, on a cold cache, compiles everything)."""
+    waits = {
+        name: max(r.compile_wait for r in arm_runs)
+        for name, arm_runs in runs.items()
+    }
+    reference = summary["plain_seconds_to_target"]
+    out = {}
+    for name, arm in summary["arms"].items():
+        values = {
+            seed: None
+            if value is None
+            else (reference + waits[PLAIN]) / (reference / value + waits[name])
+            for seed, value in arm["speedup"].items()
+        }
+        out[name] = {
+            "compile_wait": waits[name],
+            "speedup": values,
+            "speedup_median": budgets._median(values.values()),
+        }
+    return out
+
+
+def format_noise(noise_: dict, compile_: dict) -> str:
+    lines = [
+        f"validation: {noise_['windows']} windows; standard error of the "
+        f"mean loss {noise_['window_sem']:.4f} over windows, "
+        f"{noise_['block_sem']:.4f} over blocks of "
+        f"{noise_['block_windows']}; plain's full-budget seeds: std "
+        + (
+            "-"
+            if noise_["plain_seed_std"] is None
+            else f"{noise_['plain_seed_std']:.4f}"
+        )
+        + ", range {:.4f}-{:.4f}".format(*noise_["plain_seed_range"]),
+        f"{'arm':<24} {'loss gap at 1x':>14} {'+- paired SE':>12} "
+        f"{'speed-up w/ compile':>19}",
+    ]
+    for name, arm in noise_["arms"].items():
+        speed = compile_[name]["speedup_median"]
+        lines.append(
+            f"{name:<24} {arm['gap_median']:>+14.4f} "
+            f"{arm['gap_block_sem_median']:>12.4f} "
+            f"{'-' if speed is None else f'{speed:.2f}':>19}"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+
+
+def _window_losses_path(result: str) -> str:
+    return os.path.splitext(result)[0] + "_plain_window_losses.npz"
+
+
+def main(argv=None) -> dict:
+    parser = _common.argument_parser(__doc__, RESULT, seeds=3, repetitions=6)
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        choices=list(ARMS),
+        default=None,
+        help="arms beside plain Optax (default: all; --quick: O1, the "
+        "text recipe and sequence-length warm-up)",
+    )
+    parser.add_argument(
+        "--budget-fractions",
+        type=float,
+        nargs="+",
+        default=list(budgets.BUDGETS),
+        help="fractions of the full budget; must include 1 (default: "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--full-budget-seeds",
+        type=int,
+        default=5,
+        help="seeds at the full budget (--seeds at the others)",
+    )
+    parser.add_argument(
+        "--budget-steps",
+        type=int,
+        default=None,
+        help=f"the full budget in steps (default: {FULL_STEPS})",
+    )
+    parser.add_argument(
+        "--reuse-plain",
+        metavar="JSON",
+        help="take plain Optax's runs (deterministic) from an earlier "
+        "result of this benchmark instead of training them again; their "
+        "time comes from this run's step costs, their per-window losses "
+        "(for the noise) from the .npz written beside it",
+    )
+    args = _common.parse(parser, argv, seeds=1, repetitions=2)
+    if args.quick:
+        args.full_budget_seeds = 2
+        args.budget_fractions = [0.5, 1.0, 1.5]
+    fractions = budgets.check_budgets(args.budget_fractions)
+    names = args.arms or (
+        ["O1", "text recipe", "seq warm-up"] if args.quick else list(ARMS)
+    )
+    full = workload(quick=args.quick)
+    if args.budget_steps:
+        full = dataclasses.replace(full, steps=args.budget_steps)
+    source = full.corpus.source
+    windows = len(full.validation[0])
+    print(
+        f"{full.description}\ncorpus: Python {source.python}, "
+        f"{source.files} files, {source.train_bytes} training bytes, "
+        f"{source.validation_bytes} validation bytes ({windows} windows "
+        f"of {full.context}); budgets {list(fractions)} x {full.steps} "
+        f"steps; {args.seeds} seeds, {args.full_budget_seeds} at the full "
+        f"budget; arms: {', '.join([PLAIN, *names])}",
+        flush=True,
+    )
+    reuse = None
+    recorder = Recorder()
+    if args.reuse_plain:
+        with open(args.reuse_plain) as f:
+            earlier = json.load(f)["runs"]
+        reuse = budgets.runs_from_json({PLAIN: earlier[PLAIN]})
+        with np.load(_window_losses_path(args.reuse_plain)) as stored:
+            for key in stored.files:
+                recorder.losses[(PLAIN, budgets.FULL, int(key))] = stored[key]
+    largest = scale(full, fractions[-1]).steps
+    start = time.perf_counter()
+    runs, summary = budgets.measure(
+        [maker(PLAIN), *(maker(name) for name in names)],
+        full,
+        budgets=fractions,
+        seeds=args.seeds,
+        full_budget_seeds=args.full_budget_seeds,
+        repetitions=args.repetitions,
+        steps=math.ceil(largest / args.repetitions),
+        progress=lambda line: print(line, flush=True),
+        reuse=reuse,
+        protocol=budgets.Protocol(
+            scale, recorder.train, step_costs, budgets.LOSS
+        ),
+    )
+    print(budgets.format_summary(summary))
+    # Plain's full-budget losses per window, for a later --reuse-plain.
+    np.savez(
+        _window_losses_path(args.out),
+        **{
+            str(seed): losses
+            for (name, fraction, seed), losses in recorder.losses.items()
+            if name == PLAIN and fraction == budgets.FULL
+        },
+    )
+    noise_ = (
+        noise(recorder, summary, names)
+        if any(key[0] == PLAIN for key in recorder.losses)
+        else None
+    )
+    compile_ = with_compile(summary, runs)
+    if noise_ is not None:
+        print(format_noise(noise_, compile_))
+    plot = os.path.splitext(args.out)[0] + ".png"
+    budgets.plot(
+        summary,
+        plot,
+        f"byte-level transformer: final validation loss vs time, schedule "
+        f"stretched to each budget\n(medians and min-max over seeds; "
+        f"{args.full_budget_seeds} at the full budget)",
+        span=PLOT_SPAN,
+    )
+    print(f"wrote {plot}")
+    result = {
+        "benchmark": "transformer_budgets",
+        "quick": args.quick,
+        "workload": full.description,
+        "corpus": {
+            k: v
+            for k, v in source._asdict().items()
+            if k not in ("train_files", "validation_files")
+        },
+        "validation_windows": windows,
+        "full_budget_steps": full.steps,
+        "fractions": list(fractions),
+        "plain_runs_reused_from": args.reuse_plain,
+        "wall_seconds": time.perf_counter() - start,
+        "load_average_end": list(os.getloadavg()),
+        "summary": summary,
+        "noise": noise_,
+        "with_compile": compile_,
+        "plot": os.path.relpath(plot, os.path.dirname(__file__)),
+        "runs": {
+            name: [dataclasses.asdict(r) for r in arm_runs]
+            for name, arm_runs in runs.items()
+        },
+    }
+    _common.write_result(args.out, result)
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
