@@ -300,6 +300,47 @@ class ProgramSharesTest(absltest.TestCase):
             ts.program_shares(), executables.key_shares(ts.freezing)
         )
 
+    def test_a_long_opening_depth_runs_its_own_program(self):
+        # Progressive freezing trains everything first: those positions run
+        # depth 0's own program (no mask), the warm-up program the rest of
+        # the warm-up, compiled in the background once depth 0's is.
+        def schedule(sequence, warmup):
+            plan = types.SimpleNamespace(
+                can_mask=True,
+                micro_steps=1,
+                wrap=True,
+                sequence=np.array(sequence),
+                groups=[None] * 3,
+                canonical_depth=lambda k: k,
+            )
+            return program_schedule.ProgramSchedule(plan, warmup)
+
+        long = schedule([0] * 100 + [1, 2] * 50, 128)
+        self.assertEqual(long.lead, 100)
+        runs = [long.program_at(p) for p in range(200)]
+        self.assertEqual(runs[:100], [0] * 100)
+        self.assertEqual(runs[100:128], [freezing.MASKED] * 28)
+        self.assertEqual(runs[128:], [1, 2] * 36)
+        self.assertEqual(
+            long.shares(),
+            {freezing.MASKED: 0.14, 0: 0.5, 1: 0.18, 2: 0.18},
+        )
+        self.assertEqual(list(long.shares())[0], freezing.MASKED)
+        self.assertEqual(
+            long.programs_from(0, warmup=True), [0, freezing.MASKED, 1, 2]
+        )
+        self.assertIsNone(long.keys_to_compile(0, {}))
+        self.assertEqual(long.keys_to_compile(1, {0: 1.0}), [freezing.MASKED])
+        # A run of one depth over the whole warm-up needs no warm-up program.
+        whole = schedule([0] * 200 + [1, 2], 128)
+        self.assertEqual(whole.lead, 128)
+        self.assertNotIn(freezing.MASKED, whole.shares())
+        self.assertEqual(whole.programs_from(0, warmup=True), [0, 1, 2])
+        # A short opening run (MindSpore's interval freezing) does not.
+        short = schedule([0] * 20 + [1, 2] * 90, 128)
+        self.assertEqual(short.lead, 0)
+        self.assertEqual(short.program_at(0), freezing.MASKED)
+
     def test_warmup_end_inside_an_accumulated_update(self):
         # 2 micro-steps per entry: a warm-up of 3 train steps ends inside
         # the second entry, whose other micro-step runs its depth's program.

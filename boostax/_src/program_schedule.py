@@ -12,6 +12,13 @@ program of a step depends on its position alone (`program_at`), never on
 when a compile finished, so a run gives the same bits on a fast and a slow
 machine, and a resumed run continues bit for bit; only the waiting differs.
 
+A sequence that opens with a long run of one depth (progressive freezing,
+FreezeOut, trains everything for its first 70%) runs that depth's own
+program over the run's leading positions instead (`lead_positions`): the
+same update without the warm-up program's mask, and a program that
+compiles as fast as plain Optax's, while the warm-up program compiles in
+the background for the positions after the lead.
+
 With a sequence-length warm-up (`seq_len_warmup.py`), each length is a
 program too: a program is then ``(freeze program or None, length)``, the
 length also a function of the position.
@@ -19,7 +26,6 @@ length also a function of the position.
 
 from __future__ import annotations
 
-import collections
 import time
 
 import numpy as np
@@ -33,6 +39,34 @@ from boostax._src import validation
 # depths of the bundled models to compile on two CPU cores while training
 # runs (a shorter planned run never compiles them at all).
 FREEZE_WARMUP_STEPS = 1024
+# A leading run of one depth runs that depth's own program (not the warm-up
+# program) when it spans the whole warm-up, or at least this fraction of it
+# and `MIN_LEAD_STEPS`: time enough for the warm-up program to compile in
+# the background before it is needed (on two CPU cores, about a tenth of
+# the default warm-up).
+MIN_LEAD_FRACTION = 1 / 8
+MIN_LEAD_STEPS = 64
+
+
+def lead_positions(freezing, warmup: int) -> int:
+    """The leading positions that run their depth's own program.
+
+    The positions of the sequence's opening run of one program (its
+    canonical depth), up to the warm-up's end, when that run spans the
+    whole warm-up, or at least `MIN_LEAD_FRACTION` of it and
+    `MIN_LEAD_STEPS`; else 0 (every warm-up position runs the warm-up
+    program). A function of the plan alone, so every machine
+    runs the same program at each position.
+    """
+    if not warmup:
+        return 0
+    keys = executables_lib.sequence_keys(freezing)
+    others = np.flatnonzero(keys != keys[0])
+    if not len(others):
+        return warmup  # one program throughout: the warm-up never needs one
+    lead = min(int(others[0]) * freezing.micro_steps, warmup)
+    long_enough = lead >= max(MIN_LEAD_FRACTION * warmup, MIN_LEAD_STEPS)
+    return lead if lead == warmup or long_enough else 0
 
 
 def warmup_steps(value, freezing) -> int:
@@ -96,6 +130,8 @@ class ProgramSchedule:
         self.warmup = (
             warmup if freezing is not None and freezing.can_mask else 0
         )
+        # Positions before `lead` run the opening depth's own program.
+        self.lead = lead_positions(freezing, self.warmup) if self.warmup else 0
         # Whether `keys_to_compile` has handed out every program, and (with
         # lengths and freezing) those of the freezing warm-up.
         self.queued_all = False
@@ -114,6 +150,7 @@ class ProgramSchedule:
             return
         # What `program_at` reads, listed once: it runs on every call.
         self._keys = executables_lib.sequence_keys(freezing).tolist()
+        self._lead_key = self._keys[0]
         self._micro_steps = freezing.micro_steps
         self._wrap = freezing.wrap
         # What `keys_to_compile` reads on every call of the warm-up, worked
@@ -142,6 +179,8 @@ class ProgramSchedule:
 
     def _freeze_at(self, position: int):
         if position < self.warmup:
+            if position < self.lead:
+                return self._lead_key
             return freezing_lib.MASKED
         keys, index = self._keys, position // self._micro_steps
         return keys[
@@ -170,14 +209,19 @@ class ProgramSchedule:
             return self.programs_from(position)
         if position < self.warmup:
             if current not in compiled:
-                return None  # this call compiles the warm-up program first
-            if self.lengths is not None and not self._queued_warmup:
+                return None  # this call compiles its program first
+            if not self._queued_warmup:
+                # The warm-up's other programs (after a lead, the warm-up
+                # program; with lengths, each length's), needed before the
+                # depths' own.
                 self._queued_warmup = True
-                return [
+                pending = [
                     k
-                    for k in self.programs_from(position, warmup=True)
-                    if k[0] == freezing_lib.MASKED
+                    for k in self.warmup_programs(position)
+                    if k not in compiled
                 ]
+                if pending:
+                    return pending
             if not self._depths_due(position, compiled[current]):
                 return None
         self.queued_all = True
@@ -222,7 +266,8 @@ class ProgramSchedule:
             assert freezing is not None  # a schedule has one or the other
             keys = list(executables_lib.keys_by_first_use(freezing, position))
             if warmup and position < self.warmup:
-                keys = [freezing_lib.MASKED, *keys]
+                first = self.warmup_programs(position)
+                keys = first + [k for k in keys if k not in first]
             return keys
         # The warm-up positions one by one, then the full length's programs.
         stop = max(position, lengths.end, self.warmup if warmup else 0)
@@ -246,6 +291,32 @@ class ProgramSchedule:
                 keys.append((depth, lengths.full_length))
         return keys
 
+    def warmup_programs(self, position: int) -> list:
+        """The programs the freezing warm-up runs from train step
+        `position` on, in the order it first needs them: the lead's
+        (`lead_positions`), then the warm-up program; with lengths, each
+        paired with its lengths."""
+        if position >= self.warmup:
+            return []
+        if self.lengths is None:
+            keys = [self._lead_key] if position < self.lead else []
+            if self.lead < self.warmup:
+                keys.append(freezing_lib.MASKED)
+            return keys
+        positions = np.arange(position, self.warmup)
+        pairs = np.stack(
+            [
+                self._depth_codes(positions, warmup=True),
+                self.lengths.at_positions(positions),
+            ],
+            axis=1,
+        )
+        unique, first = np.unique(pairs, axis=0, return_index=True)
+        return [
+            (_DEPTH_OF_CODE.get(int(d), int(d)), int(n))
+            for d, n in unique[np.argsort(first)]
+        ]
+
     def _depth_codes(self, positions: np.ndarray, warmup: bool) -> np.ndarray:
         """The freeze program of each position as an int (`_CODES`)."""
         keys = np.asarray(self._keys)
@@ -255,8 +326,9 @@ class ProgramSchedule:
         else:
             index = np.minimum(index, len(keys) - 1)
         codes = keys[index]
-        if warmup:
-            codes = np.where(positions < self.warmup, _MASKED_CODE, codes)
+        if warmup:  # the lead runs its own depth's program (`keys[0]`)
+            masked = (positions >= self.lead) & (positions < self.warmup)
+            codes = np.where(masked, _MASKED_CODE, codes)
         return codes
 
     def _freeze_shares(self) -> dict:
@@ -264,25 +336,22 @@ class ProgramSchedule:
 
         The planned run is one pass of the sequence (its entries times the
         micro-steps of each): its first `warmup` positions run the warm-up
-        program (``MASKED``, listed first), the rest their depths' own
-        programs (ascending). A run that ends inside the warm-up runs only
-        ``MASKED``.
+        program (``MASKED``, listed first) but for the lead's
+        (`lead_positions`), the rest their depths' own programs
+        (ascending). A run that ends inside the warm-up runs only
+        ``MASKED`` and the lead's program.
         """
-        micro, keys = self._micro_steps, self._keys
-        total = len(keys) * micro
-        warm = min(self.warmup, total)
-        first = -(-warm // micro)  # the first entry past the warm-up
-        counts: dict = dict(collections.Counter(keys[first:]))
-        if first * micro > warm:  # an entry the warm-up's end splits
-            split = keys[first - 1]
-            counts[split] = (
-                counts.get(split, 0) + (first * micro - warm) / micro
-            )
-        shares = {freezing_lib.MASKED: warm / total} if warm else {}
-        shares.update(
-            {k: counts[k] * micro / total for k in sorted(counts) if counts[k]}
-        )
-        return shares
+        total = len(self._keys) * self._micro_steps
+        codes = self._depth_codes(np.arange(total), warmup=True)
+        values, counts = np.unique(codes, return_counts=True)
+        shares = {
+            _DEPTH_OF_CODE.get(int(v), int(v)): float(c) / total
+            for v, c in zip(values, counts, strict=True)
+        }
+        masked = shares.pop(freezing_lib.MASKED, None)
+        ordered = {freezing_lib.MASKED: masked} if masked else {}
+        ordered.update(sorted(shares.items()))
+        return ordered
 
     def shares(self) -> dict:
         """``{program: fraction of the planned run's train steps it runs}``

@@ -114,7 +114,12 @@ class TrainStep:
     warm-up program for every depth (``"masked"``: all gradients computed,
     the depth's frozen ones zeroed, its frozen params and optimizer slots
     kept bit for bit), so training starts after one compile; later
-    positions run their depth's own program (`program_at`). The depths'
+    positions run their depth's own program (`program_at`). A sequence
+    that opens with a long run of one depth (progressive freezing trains
+    everything first) runs that depth's own program there instead, which
+    compiles as fast as plain Optax's, and the warm-up program compiles in
+    the background for the rest of the warm-up
+    (`program_schedule.lead_positions`). The depths'
     programs compile in background threads (one core is left to training)
     in the order the sequence first needs them, started so that they are
     ready near the warm-up's end, and not during the warm-up when the
