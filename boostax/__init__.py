@@ -75,6 +75,9 @@ from boostax._src.flax_interop import (
 from boostax._src.fn_head import FNHead as FNHead
 from boostax._src.fn_head import NNXFNHead as NNXFNHead
 from boostax._src.fn_head import full_normalization as full_normalization
+from boostax._src.freeze_groups import (
+    split_parameters_groups as split_parameters_groups,
+)
 from boostax._src.freeze_out import FreezeOutState as FreezeOutState
 from boostax._src.freeze_out import (
     scale_by_freeze_out as scale_by_freeze_out,
@@ -87,9 +90,6 @@ from boostax._src.freeze_sequence import (
 )
 from boostax._src.freezing import FreezeState as FreezeState
 from boostax._src.freezing import Freezing as Freezing
-from boostax._src.freezing import (
-    split_parameters_groups as split_parameters_groups,
-)
 from boostax._src.hlo_kernels import kernel_counts as kernel_counts
 from boostax._src.less_bn import less_bn as less_bn
 from boostax._src.less_bn import less_bn_report as less_bn_report

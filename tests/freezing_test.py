@@ -168,7 +168,7 @@ class GroupsTest(parameterized.TestCase):
 
     def test_too_many_groups_warns_at_the_users_line(self):
         # O1's default 10 groups on a model of 7 chunks: the warning points
-        # at this file (not freezing.py) and says how many groups would do.
+        # at this file (not freeze_groups.py) and says how many groups would do.
         model = models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -17,7 +17,7 @@ from absl.testing import absltest, parameterized
 from flax import nnx
 
 import boostax
-from boostax._src import fn_head, freezing, less_bn
+from boostax._src import fn_head, freezing, less_bn, masked_update
 from boostax.examples import models
 from tests import _models
 
@@ -263,8 +263,8 @@ class FreezeOutTest(absltest.TestCase):
         )
         state = tx.init(params)
         mask = {"a": False, "b": True}
-        masked = freezing.mask_tree(params, mask)
-        updates, new_state = freezing.masked_update(
+        masked = masked_update.mask_tree(params, mask)
+        updates, new_state = masked_update.masked_update(
             tx, masked, state, masked, mask
         )
         self.assertIsInstance(updates["a"], optax.MaskedNode)

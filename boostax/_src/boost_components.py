@@ -32,6 +32,7 @@ from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import fan_in as fan_in_lib
+from boostax._src import freeze_groups as freeze_groups_lib
 from boostax._src import freeze_out as freeze_out_lib
 from boostax._src import freeze_sequence as freeze_sequence_lib
 from boostax._src import freezing as freezing_lib
@@ -336,7 +337,7 @@ def freeze_groups(model: Any, config: config_lib.BoostConfig, sample_inputs):
             "calls its layers, found by tracing it: pass `sample_inputs=` "
             "(one batch of inputs; only shapes and dtypes are used)."
         )
-    return freezing_lib.split_parameters_groups(
+    return freeze_groups_lib.split_parameters_groups(
         model, section.param_groups, sample_inputs=sample_inputs
     )
 

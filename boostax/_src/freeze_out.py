@@ -34,8 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from boostax._src import freezing as freezing_lib
-from boostax._src import validation
+from boostax._src import freeze_groups, validation
 from boostax._src.tree_utils import path_names
 
 
@@ -140,7 +139,7 @@ def scale_by_freeze_out(
     def freeze_at(params):
         if not jax.tree.leaves(params):  # a placeholder of Optax's
             return jax.tree.map(lambda p: p, params)
-        cut = freezing_lib.groups_of(params, groups, n)
+        cut = freeze_groups.groups_of(params, groups, n)
         deepest: dict[tuple[str, ...], int] = {}
         for depth, group in enumerate(cut):
             for leaf in group:

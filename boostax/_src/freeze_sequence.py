@@ -6,8 +6,8 @@ MindSpore's gradient freezing computes, before training, the group that
 trains at every step (0: every parameter; ``k``: only the ``k``-th suffix
 group, the earlier layers frozen): the *freeze index sequence*. Its
 strategies (continuous, interval) and boostax's progressive one (FreezeOut's
-schedule) are here; the groups and the per-depth update are in
-`freezing.py`.
+schedule) are here; the groups are in `freeze_groups.py`, the per-depth
+update in `masked_update.py` and the plan of the run in `freezing.py`.
 
 References:
   MindSpore ``mindspore.boost.GradientFreeze``

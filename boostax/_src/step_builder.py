@@ -45,6 +45,7 @@ from boostax._src import objectives as objectives_lib
 from boostax._src import precision as precision_lib
 from boostax._src import step_attributes as step_attributes_lib
 from boostax._src import step_checks, tree_utils, validation
+from boostax._src.masked_update import keep_frozen, mask_tree, merge_trees
 from boostax._src.train_state import AlgorithmStates, TrainState
 
 PyTree = Any
@@ -294,10 +295,10 @@ class StepBuilder:
         if freezing.trains_everything(depth, params):
             return None, params, None
         mask = freezing.mask(params, depth)
-        trainable = freezing_lib.mask_tree(params, mask)
+        trainable = mask_tree(params, mask)
         # Frozen leaves are constants: nothing differentiates them.
         frozen = jax.lax.stop_gradient(
-            freezing_lib.mask_tree(params, jax.tree.map(lambda m: not m, mask))
+            mask_tree(params, jax.tree.map(lambda m: not m, mask))
         )
         return mask, trainable, frozen
 
@@ -309,7 +310,7 @@ class StepBuilder:
 
         def loss_fn(params):
             if frozen is not None:
-                params = freezing_lib.merge_trees(params, frozen)
+                params = merge_trees(params, frozen)
             with (
                 scaler.context(scale_state) if scaler else _no_context(),
                 step_attributes_lib.data_axes(dp.axes if dp else ()),
@@ -434,7 +435,7 @@ class StepBuilder:
                 )
                 params = optax.apply_updates(state.params, updates)
                 if trained is not None:
-                    params, opt_state = freezing_lib.keep_frozen(
+                    params, opt_state = keep_frozen(
                         plan.optimizer,
                         trained,
                         (params, opt_state),
@@ -450,7 +451,7 @@ class StepBuilder:
                 mask,
                 **extra,
             )
-            params = freezing_lib.merge_trees(
+            params = merge_trees(
                 optax.apply_updates(trainable, updates), state.params
             )
             return params, opt_state, model_state

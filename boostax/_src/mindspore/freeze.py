@@ -17,6 +17,7 @@ import numpy as np
 import optax
 
 from boostax._src import config as config_lib
+from boostax._src import freeze_groups as freeze_groups_lib
 from boostax._src import freeze_sequence as freeze_sequence_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import groups, objectives, validation
@@ -164,7 +165,9 @@ class FreezeOpt:
         if param_groups is None:
             param_groups = (tuple(groups.leaf_paths(params)),)
         else:  # groups cut before LessBN: drop removed leaves, add new ones
-            param_groups = freezing_lib.restrict_groups(param_groups, params)
+            param_groups = freeze_groups_lib.restrict_groups(
+                param_groups, params
+            )
         return freezing_lib.Freezing(
             param_groups, self.train_strategy, group_optimizers=self.optimizers
         )
@@ -233,7 +236,7 @@ class GradientFreeze:
         net: Any, freeze_para_groups_number: int, *, sample_inputs=None
     ) -> tuple[tuple[tuple[str, ...], ...], ...]:
         """See `boostax.split_parameters_groups`."""
-        return freezing_lib.split_parameters_groups(
+        return freeze_groups_lib.split_parameters_groups(
             net, freeze_para_groups_number, sample_inputs=sample_inputs
         )
 
