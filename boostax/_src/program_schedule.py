@@ -27,6 +27,7 @@ length also a function of the position.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -266,8 +267,8 @@ class ProgramSchedule:
             assert freezing is not None  # a schedule has one or the other
             keys = list(executables_lib.keys_by_first_use(freezing, position))
             if warmup and position < self.warmup:
-                first = self.warmup_programs(position)
-                keys = first + [k for k in keys if k not in first]
+                opening = self.warmup_programs(position)
+                keys = opening + [k for k in keys if k not in opening]
             return keys
         # The warm-up positions one by one, then the full length's programs.
         stop = max(position, lengths.end, self.warmup if warmup else 0)
@@ -344,7 +345,7 @@ class ProgramSchedule:
         total = len(self._keys) * self._micro_steps
         codes = self._depth_codes(np.arange(total), warmup=True)
         values, counts = np.unique(codes, return_counts=True)
-        shares = {
+        shares: dict[Any, float] = {
             _DEPTH_OF_CODE.get(int(v), int(v)): float(c) / total
             for v, c in zip(values, counts, strict=True)
         }
