@@ -47,7 +47,7 @@ STEP_LAYER = frozenset(
 # A namedtuple's own methods start with an underscore but are public.
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 # Modules every other one may use: they import nothing from boostax.
-LEAVES = ("tree_utils", "validation", "pca_file")
+LEAVES = ("tree_utils", "validation", "pca_file", "step_context")
 
 
 def _sources() -> list[str]:
