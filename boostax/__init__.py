@@ -139,13 +139,13 @@ from boostax._src.step_bytes import collective_bytes as collective_bytes
 from boostax._src.step_bytes import compute_dtypes as compute_dtypes
 from boostax._src.step_bytes import replica_groups as replica_groups
 from boostax._src.step_bytes import saved_activations as saved_activations
-from boostax._src.step_bytes import step_bytes as step_bytes
 from boostax._src.step_factory import make_train_step as make_train_step
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
 from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
+from boostax._src.train_step_bytes import step_bytes as step_bytes
 from boostax._src.trajectory import pca_matrix as pca_matrix
 
 __version__ = "0.1.0.dev0"

@@ -42,6 +42,7 @@ STEP_LAYER = frozenset(
         "step_factory",
         "train_state",
         "train_step",
+        "train_step_bytes",
     }
 )
 # A namedtuple's own methods start with an underscore but are public.

@@ -589,3 +589,21 @@ class StepPartsTest(absltest.TestCase):
                 self.assertRaisesRegex(TypeError, f"`{name}` must be"),
             ):
                 boostax.TrainStep(objective, optax.sgd(0.1), **{name: value})
+
+    def test_objective_options_are_gathered_once(self):
+        # auto_boost passes its model/loss options on as one object: the
+        # objective of the boosted step and the plain step's recipe (float32,
+        # so without `cast_batch`, which a float32 step refuses).
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.sgd(0.1),
+            loss_fn=_quadratic_loss,
+            precision="bfloat16",
+            cast_batch=(True, False),
+        )
+        self.assertEqual(ts.objective.cast_batch, (True, False))
+        recipe = ts.plain_recipe
+        self.assertIsNone(recipe.kwargs["cast_batch"])
+        self.assertIs(recipe.kwargs["loss_fn"], _quadratic_loss)
+        plain = boostax.make_train_step(**recipe.kwargs)
+        self.assertIsNone(plain.precision)

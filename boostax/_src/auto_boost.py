@@ -199,6 +199,8 @@ def auto_boost(
       >>> int(state.step)
       1
     """
+    # The model/loss options, gathered before any other name is bound.
+    options = objective_options.ObjectiveOptions.from_arguments(locals())
     boost_config = config_lib.boost_config(level, config)
     components.check_implemented(boost_config)
     components.check_compatible(boost_config)
@@ -229,18 +231,6 @@ def auto_boost(
         model_graph.check_sample_inputs(sample_inputs)
     loss_scale = components.loss_scale_from_config(boost_config, loss_scale)
     precision = precision_lib.get_policy(precision)
-    options = objective_options.ObjectiveOptions(
-        model=model,
-        loss=loss,
-        loss_fn=loss_fn,
-        has_aux=has_aux,
-        predict_fn=predict_fn,
-        batch_keys=batch_keys,
-        rng_collections=rng_collections,
-        train_kwargs=train_kwargs,
-        eval_kwargs=eval_kwargs,
-        cast_batch=cast_batch,
-    )
     convert_variables, less_bn_report = None, None
     decay = weight_decay_lib.WeightDecay(weight_decay, weight_decay_mask)
     # The plain step trains the original model (before LessBN).

@@ -54,6 +54,14 @@ class ObjectiveOptions:
     eval_kwargs: Mapping[str, Any] | None = None
     cast_batch: Any = None
 
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any]) -> ObjectiveOptions:
+        """The options among a builder's `arguments` (its ``locals()``
+        before any other name is bound): the public builders take them as
+        keyword arguments of the same names."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        return cls(**{name: arguments[name] for name in names})
+
     def kwargs(self) -> dict[str, Any]:
         """The options as keyword arguments (of `make_train_step`)."""
         return {

@@ -110,18 +110,8 @@ def make_train_step(
       >>> bool(metrics["loss"] < 1e-2), ts.trace_count
       (True, 1)
     """
-    options = objective_options.ObjectiveOptions(
-        model=model,
-        loss=loss,
-        loss_fn=loss_fn,
-        has_aux=has_aux,
-        predict_fn=predict_fn,
-        batch_keys=batch_keys,
-        rng_collections=rng_collections,
-        train_kwargs=train_kwargs,
-        eval_kwargs=eval_kwargs,
-        cast_batch=cast_batch,
-    )
+    # The model/loss options, gathered before any other name is bound.
+    options = objective_options.ObjectiveOptions.from_arguments(locals())
     return TrainStep(
         options.objective(),
         optimizer,
