@@ -103,6 +103,7 @@ from boostax._src.loss_scale import LossScaleState as LossScaleState
 from boostax._src.loss_scale import StaticLossScale as StaticLossScale
 from boostax._src.loss_scale import all_finite as all_finite
 from boostax._src.loss_scale import enhanced_amp as enhanced_amp
+from boostax._src.objective_options import PlainRecipe as PlainRecipe
 from boostax._src.objectives import FunctionObjective as FunctionObjective
 from boostax._src.objectives import LinenObjective as LinenObjective
 from boostax._src.objectives import NNXObjective as NNXObjective
@@ -138,14 +139,13 @@ from boostax._src.step_bytes import collective_bytes as collective_bytes
 from boostax._src.step_bytes import compute_dtypes as compute_dtypes
 from boostax._src.step_bytes import replica_groups as replica_groups
 from boostax._src.step_bytes import saved_activations as saved_activations
-from boostax._src.step_bytes import step_bytes as step_bytes
 from boostax._src.step_factory import make_train_step as make_train_step
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
-from boostax._src.train_step import PlainRecipe as PlainRecipe
 from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
+from boostax._src.train_step_bytes import step_bytes as step_bytes
 from boostax._src.trajectory import pca_matrix as pca_matrix
 
 __version__ = "0.1.0.dev0"

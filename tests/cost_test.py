@@ -87,6 +87,32 @@ class CollectiveBytesTest(absltest.TestCase):
         )
         self.assertEqual(groups("replica_groups={}, to_apply=%add"), [])
 
+    def test_read_step_bytes_of_a_function_step(self):
+        # The reader takes any traced step and the function its backward
+        # pass differentiates; no TrainStep is needed.
+        def loss(w, x):
+            return jnp.tanh(x @ w).sum()
+
+        def step(w, x):
+            return w - 0.1 * jax.grad(loss)(w, x)
+
+        w, x = jnp.ones((4, 3)), jnp.ones((2, 4), jnp.bfloat16)
+        found = step_bytes_lib.read_step_bytes(
+            jax.jit(step).trace(w, x),
+            lambda w, x: (lambda w: loss(w, x), w),
+            w,
+            x,
+        )
+        # tanh(x @ w) and its derivative, 2 x 3 float32 each, and `x` (not
+        # an argument of the differentiated function: a residual).
+        self.assertEqual(found.saved_by_dtype, {"bfloat16": 16, "float32": 48})
+        self.assertEqual(found.saved_activation_bytes, 64)
+        self.assertEqual(found.collective_bytes, 0)
+        # The first operand dtypes of its two matrix products.
+        self.assertEqual(
+            found.compute_dtypes, {"dot_general": {"bfloat16": 1, "float32": 1}}
+        )
+
 
 # An optimized HLO module (abridged) with each rule of `kernel_counts`.
 KERNELS_HLO = """HloModule jit_step, is_scheduled=true

@@ -67,7 +67,10 @@ CONCEPTS = {
     "snapshots": "weight snapshots along a run: in memory or on disk",
     "step_attributes": "the attributes a model runs with inside a step",
     "step_builder": "the pure train step: plan, initial state, function",
-    "step_bytes": "the bytes a train step moves, with their dtypes",
+    "step_bytes": "the bytes a traced step moves, with their dtypes",
+    "train_step_bytes": "step_bytes: the bytes of one program of a TrainStep",
+    "step_context": "the traced step's context: precision policy, data axes",
+    "objective_options": "a step's model/loss options, gathered once",
     "step_checks": "checks at a step's boundary: is this state its own?",
     "step_factory": "make_train_step: a TrainStep from a model and optimizer",
     "timing": "step-time ratios that survive a noisy machine",
@@ -117,12 +120,13 @@ STEP_LAYER = frozenset(
         "step_factory",
         "train_state",
         "train_step",
+        "train_step_bytes",
     }
 )
 # A namedtuple's own methods start with an underscore but are public.
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 # Modules every other one may use: they import nothing from boostax.
-LEAVES = ("tree_utils", "validation", "pca_file")
+LEAVES = ("tree_utils", "validation", "pca_file", "step_context")
 
 
 def _sources() -> list[str]:

@@ -547,3 +547,63 @@ class StepPartsTest(absltest.TestCase):
         ts = boostax.make_train_step(optax.sgd(0.1), loss_fn=_quadratic_loss)
         with self.assertRaisesRegex(ValueError, "`depth` must be None"):
             ts.at_depth(0)
+
+    def test_inputs_for_inspection_are_constructor_arguments(self):
+        # What `cost_report` and `from_flax_train_state` read is given when
+        # the step is built, and nothing sets it afterwards.
+        objective = boostax.make_objective(loss_fn=_quadratic_loss)
+        recipe = boostax.PlainRecipe(
+            dict(optimizer=optax.sgd(0.1), loss_fn=_quadratic_loss)
+        )
+        report = boostax.LessBNReport(
+            removed=(), kept=(), fn_head=None, removed_parameters=0
+        )
+        ts = boostax.TrainStep(
+            objective,
+            optax.sgd(0.1),
+            plain_recipe=recipe,
+            less_bn_report=report,
+            sample_inputs=np.ones((2, 3)),
+        )
+        self.assertIs(ts.plain_recipe, recipe)
+        self.assertIs(ts.less_bn_report, report)
+        self.assertEqual(
+            ts.sample_inputs, jax.ShapeDtypeStruct((2, 3), jnp.float32)
+        )
+        for name in ("plain_recipe", "less_bn_report", "sample_inputs"):
+            with self.assertRaises(AttributeError):
+                setattr(ts, name, None)
+        plain = boostax.TrainStep(objective, optax.sgd(0.1))
+        self.assertIsNone(plain.plain_recipe)
+        self.assertIsNone(plain.sample_inputs)
+
+    def test_inputs_for_inspection_are_checked(self):
+        objective = boostax.make_objective(loss_fn=_quadratic_loss)
+        for name, value in (
+            ("plain_recipe", {"optimizer": optax.sgd(0.1)}),
+            ("less_bn_report", "report"),
+            ("sample_inputs", [[1.0, 2.0]]),
+        ):
+            with (
+                self.subTest(name),
+                self.assertRaisesRegex(TypeError, f"`{name}` must be"),
+            ):
+                boostax.TrainStep(objective, optax.sgd(0.1), **{name: value})
+
+    def test_objective_options_are_gathered_once(self):
+        # auto_boost passes its model/loss options on as one object: the
+        # objective of the boosted step and the plain step's recipe (float32,
+        # so without `cast_batch`, which a float32 step refuses).
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.sgd(0.1),
+            loss_fn=_quadratic_loss,
+            precision="bfloat16",
+            cast_batch=(True, False),
+        )
+        self.assertEqual(ts.objective.cast_batch, (True, False))
+        recipe = ts.plain_recipe
+        self.assertIsNone(recipe.kwargs["cast_batch"])
+        self.assertIs(recipe.kwargs["loss_fn"], _quadratic_loss)
+        plain = boostax.make_train_step(**recipe.kwargs)
+        self.assertIsNone(plain.precision)

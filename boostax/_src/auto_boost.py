@@ -11,8 +11,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh
 
@@ -22,10 +20,10 @@ from boostax._src import config as config_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import (
     model_graph,
+    objective_options,
     step_builder,
     validation,
 )
-from boostax._src import objectives as objectives_lib
 from boostax._src import precision as precision_lib
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import train_step as train_step_lib
@@ -201,6 +199,18 @@ def auto_boost(
       >>> int(state.step)
       1
     """
+    options = objective_options.ObjectiveOptions(
+        model=model,
+        loss=loss,
+        loss_fn=loss_fn,
+        has_aux=has_aux,
+        predict_fn=predict_fn,
+        batch_keys=batch_keys,
+        rng_collections=rng_collections,
+        train_kwargs=train_kwargs,
+        eval_kwargs=eval_kwargs,
+        cast_batch=cast_batch,
+    )
     boost_config = config_lib.boost_config(level, config)
     components.check_implemented(boost_config)
     components.check_compatible(boost_config)
@@ -228,28 +238,14 @@ def auto_boost(
         weight_decay_mask=weight_decay_mask,
     )
     if sample_inputs is not None:
-        components.check_sample_inputs(sample_inputs)
+        model_graph.check_sample_inputs(sample_inputs)
     loss_scale = components.loss_scale_from_config(boost_config, loss_scale)
     precision = precision_lib.get_policy(precision)
     convert_variables, less_bn_report = None, None
-    model_options: dict[str, Any] = dict(
-        batch_keys=batch_keys,
-        rng_collections=rng_collections,
-        train_kwargs=train_kwargs,
-        eval_kwargs=eval_kwargs,
-    )
     decay = weight_decay_lib.WeightDecay(weight_decay, weight_decay_mask)
-    plain = train_step_lib.PlainRecipe(
-        dict(
-            optimizer=decay.chain(optimizer),
-            model=model,
-            loss=loss,
-            loss_fn=loss_fn,
-            has_aux=has_aux,
-            predict_fn=predict_fn,
-            **model_options,
-        ),
-        mesh,
+    # The plain step trains the original model (before LessBN).
+    plain = objective_options.PlainRecipe.of(
+        options, decay.chain(optimizer), mesh
     )
     if boost_config.is_enabled("less_bn"):
         model, optimizer, convert_variables, less_bn_report = (
@@ -263,14 +259,14 @@ def auto_boost(
             # folds never add to: they are model state).
             loss_scale = loss_scale.restricted(
                 model_graph.param_shapes(model, sample_inputs),
-                model_graph.param_shapes(plain.kwargs["model"], sample_inputs),
+                model_graph.param_shapes(options.model, sample_inputs),
             )
     else:
         optimizer = decay.chain(optimizer)
     groups = None
     if boost_config.is_enabled("grad_freeze"):
         groups = components.freeze_groups(
-            plain.kwargs["model"], boost_config, sample_inputs
+            options.model, boost_config, sample_inputs
         )
         optimizer = components.with_freeze_out(optimizer, boost_config, groups)
     data_parallel = components.data_parallel_from_config(boost_config, mesh)
@@ -290,20 +286,13 @@ def auto_boost(
         optimizer = accumulation_lib.gradient_accumulation(
             optimizer, components.accumulation_steps(boost_config)
         )
-    objective = objectives_lib.make_objective(
-        model=model,
-        loss=loss,
-        loss_fn=loss_fn,
-        has_aux=has_aux,
-        predict_fn=predict_fn,
-        convert_variables=convert_variables,
-        cast_batch=cast_batch,
-        **model_options,
-    )
+    # LessBN's reduced model is trained, and `init` takes the original's
+    # variables too.
+    objective = options.replace(model=model).objective(convert_variables)
     freezing = None
     if boost_config.is_enabled("grad_freeze"):
         freezing = components.freezing_from_config(boost_config, groups, seed)
-    train_step = train_step_lib.TrainStep(
+    return train_step_lib.TrainStep(
         objective,
         optimizer,
         config=boost_config,
@@ -320,12 +309,7 @@ def auto_boost(
         seq_len_warmup=seq_len_warmup_lib.from_config(
             boost_config.seq_len_warmup
         ),
+        less_bn_report=less_bn_report,
+        plain_recipe=plain,
+        sample_inputs=sample_inputs,
     )
-    train_step.less_bn_report = less_bn_report
-    train_step.plain_recipe = plain
-    if sample_inputs is not None:
-        train_step.sample_inputs = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)),
-            sample_inputs,
-        )
-    return train_step

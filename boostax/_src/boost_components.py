@@ -16,7 +16,6 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-import jax
 import numpy as np
 import optax
 from flax import nnx
@@ -221,31 +220,6 @@ def check_unused_arguments(config: config_lib.BoostConfig, **given) -> None:
         raise ValueError(
             "`weight_decay_mask` is given but `weight_decay` is 0: set the "
             "decay, or drop the mask."
-        )
-
-
-def check_sample_inputs(sample_inputs: Any) -> None:
-    """Raises, naming `sample_inputs`, unless it is arrays (shapes used)."""
-    leaves = jax.tree.leaves(sample_inputs)
-    problem = "" if leaves else "it holds no array"
-    for leaf in leaves:
-        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-            problem = (
-                f"a leaf is a {type(leaf).__name__}, not an array (nested "
-                "lists are pytrees of scalars: pass np.asarray(...))"
-            )
-        elif np.dtype(leaf.dtype).kind not in "biufc":
-            problem = f"a leaf of dtype {leaf.dtype} is not numeric"
-        elif not np.ndim(leaf):
-            problem = "a leaf is a scalar, without a batch dimension"
-        else:
-            continue
-        break
-    if problem:
-        raise TypeError(
-            "`sample_inputs` must be one batch of model inputs: an array or "
-            f"a pytree of arrays (only shapes and dtypes are used); {problem}"
-            f", {validation.got(sample_inputs)}."
         )
 
 

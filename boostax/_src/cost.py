@@ -39,6 +39,7 @@ from boostax._src import freezing as freezing_lib
 from boostax._src import hlo_kernels, program_schedule, step_factory, validation
 from boostax._src import step_bytes as step_bytes_lib
 from boostax._src import train_step as train_step_lib
+from boostax._src import train_step_bytes as train_step_bytes_lib
 
 
 class _AcceleratorFields(NamedTuple):
@@ -655,11 +656,11 @@ def cost_report(
         "temp_bytes": max(costs[names[k]].temp_bytes for k in names),
     }
     found = {
-        names[k]: step_bytes_lib.step_bytes(train_step, state, batch, k)
+        names[k]: train_step_bytes_lib.step_bytes(train_step, state, batch, k)
         for k in names
     }
     if isinstance(baseline, train_step_lib.TrainStep):
-        found["plain"] = step_bytes_lib.step_bytes(
+        found["plain"] = train_step_bytes_lib.step_bytes(
             baseline, baseline_state, batch
         )
     for key, field in _STEP_BYTES_FIELDS.items():

@@ -333,7 +333,7 @@ def _original_model(train_step):
 def _reference_variables(train_step):
     """The abstract variables of the step's model, or ``None`` where the
     step has no sample inputs to build them from."""
-    sample = getattr(train_step, "sample_inputs", None)
+    sample = train_step.sample_inputs
     objective = train_step.objective
     if sample is None or not isinstance(
         objective, objectives_lib.LinenObjective

@@ -23,11 +23,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from flax import linen as nn
 from flax import nnx
 from jax.extend import core as jex_core
 
-from boostax._src import tree_diff
+from boostax._src import tree_diff, validation
 
 _SCOPE = "boostax_call_"
 _SCOPE_RE = re.compile(_SCOPE + r"(\d+)")
@@ -427,6 +429,44 @@ def as_inputs(sample_inputs: Any) -> tuple[Any, ...]:
     if isinstance(sample_inputs, tuple):
         return sample_inputs
     return (sample_inputs,)
+
+
+def check_sample_inputs(sample_inputs: Any) -> None:
+    """Raises, naming `sample_inputs`, unless it is arrays (shapes used)."""
+    leaves = jax.tree.leaves(sample_inputs)
+    problem = "" if leaves else "it holds no array"
+    for leaf in leaves:
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            problem = (
+                f"a leaf is a {type(leaf).__name__}, not an array (nested "
+                "lists are pytrees of scalars: pass np.asarray(...))"
+            )
+        elif np.dtype(leaf.dtype).kind not in "biufc":
+            problem = f"a leaf of dtype {leaf.dtype} is not numeric"
+        elif not len(leaf.shape):
+            problem = "a leaf is a scalar, without a batch dimension"
+        else:
+            continue
+        break
+    if problem:
+        raise TypeError(
+            "`sample_inputs` must be one batch of model inputs: an array or "
+            f"a pytree of arrays (only shapes and dtypes are used); {problem}"
+            f", {validation.got(sample_inputs)}."
+        )
+
+
+def input_shapes(sample_inputs: Any) -> Any:
+    """`sample_inputs` (checked: `check_sample_inputs`) as shapes alone
+    (``jax.ShapeDtypeStruct`` leaves, in the dtypes JAX would give them):
+    no array is kept alive. ``None`` stays ``None``."""
+    if sample_inputs is None:
+        return None
+    check_sample_inputs(sample_inputs)
+    return jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)),
+        sample_inputs,
+    )
 
 
 def accepts_train(module: nn.Module) -> bool:

@@ -49,15 +49,13 @@ References:
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from boostax._src import tree_diff, validation
+from boostax._src import step_context, tree_diff, validation
 
 PyTree = Any
 
@@ -412,24 +410,11 @@ def get_policy(precision: Any) -> PrecisionPolicy | None:
 # Inside the step: the objectives read the policy of the step being traced.
 # ---------------------------------------------------------------------------
 
-_POLICY: contextvars.ContextVar[PrecisionPolicy | None] = (
-    contextvars.ContextVar("boostax_precision", default=None)
-)
-
-
-@contextlib.contextmanager
-def computing_in(policy: PrecisionPolicy | None):
-    """Within it, `current` is `policy` (``None``: float32)."""
-    token = _POLICY.set(policy)
-    try:
-        yield
-    finally:
-        _POLICY.reset(token)
-
 
 def current() -> PrecisionPolicy | None:
-    """The policy of the step being traced, ``None`` for float32."""
-    return _POLICY.get()
+    """The policy of the step being traced (`step_context`), ``None`` for
+    float32."""
+    return step_context.current().policy
 
 
 def has_compute_dtype(module) -> bool:

@@ -22,8 +22,6 @@ set while the step is traced: a Linen method interceptor
 from __future__ import annotations
 
 import contextlib
-import contextvars
-from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -31,25 +29,11 @@ from flax import linen as nn
 from flax import nnx
 
 from boostax._src import precision as precision_lib
+from boostax._src import step_context
 
 # ---------------------------------------------------------------------------
 # Collectives over named axes.
 # ---------------------------------------------------------------------------
-
-# The data-parallel axes of the step being traced (empty: one device).
-_DATA_AXES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
-    "boostax_data_axes", default=()
-)
-
-
-@contextlib.contextmanager
-def data_axes(axes: Sequence[str]):
-    """Within it, unbound model axis names map to `axes` (see module doc)."""
-    token = _DATA_AXES.set(tuple(axes))
-    try:
-        yield
-    finally:
-        _DATA_AXES.reset(token)
 
 
 def _is_bound(name) -> bool:
@@ -64,8 +48,8 @@ def map_axis_name(name):
     """The axes a model's collective over `name` runs over in the step.
 
     Names bound where the step runs are kept; the others become the step's
-    data-parallel axes (`data_axes`; none on one device, where a mean over
-    no axis is the value itself).
+    data-parallel axes (`step_context.current`; none on one device, where a
+    mean over no axis is the value itself).
 
     Args:
       name: a module's ``axis_name``: ``None``, a name or a tuple of names.
@@ -77,8 +61,9 @@ def map_axis_name(name):
         return None
     names = (name,) if isinstance(name, str) else tuple(name)
     mapped: list[str] = []
+    data_axes = step_context.current().data_axes
     for n in names:
-        for axis in (n,) if _is_bound(n) else _DATA_AXES.get():
+        for axis in (n,) if _is_bound(n) else data_axes:
             if axis not in mapped:
                 mapped.append(axis)
     return name if mapped == list(names) else tuple(mapped)

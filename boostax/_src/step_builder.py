@@ -43,8 +43,7 @@ from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import precision as precision_lib
-from boostax._src import step_attributes as step_attributes_lib
-from boostax._src import step_checks, tree_utils, validation
+from boostax._src import step_checks, step_context, tree_utils, validation
 from boostax._src.masked_update import keep_frozen, mask_tree, merge_trees
 from boostax._src.train_state import AlgorithmStates, TrainState
 
@@ -313,8 +312,9 @@ class StepBuilder:
                 params = merge_trees(params, frozen)
             with (
                 scaler.context(scale_state) if scaler else _no_context(),
-                step_attributes_lib.data_axes(dp.axes if dp else ()),
-                precision_lib.computing_in(self.precision),
+                step_context.tracing(
+                    policy=self.precision, data_axes=dp.axes if dp else ()
+                ),
             ):
                 value, (model_state, metrics) = self.objective.loss_fn(
                     params, state.model_state, batch, rng

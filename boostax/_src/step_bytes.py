@@ -15,8 +15,9 @@ its cost analysis and step times say nothing about mixed precision):
   collectives as the program asks for them, in their dtypes. On a compiled
   executable it reads what the backend runs.
 
-`step_bytes` takes both, and the dtypes of the step's convolutions and
-matrix products (`compute_dtypes`), for one freeze depth of a `TrainStep`.
+`read_step_bytes` takes both, and the dtypes of the step's convolutions and
+matrix products (`compute_dtypes`), for one traced step; `boostax.step_bytes`
+(`train_step_bytes.py`) for one program of a `TrainStep`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import validation
 
 #: The JAX versions `saved_activations` is tested with: it reads a private
@@ -270,7 +270,7 @@ def compute_dtypes(jaxpr) -> dict[str, dict[str, int]]:
 
 
 # --------------------------------------------------------------------------
-# A step of a TrainStep.
+# A traced step.
 # --------------------------------------------------------------------------
 
 
@@ -292,48 +292,27 @@ class StepBytes(NamedTuple):
     compute_dtypes: dict[str, dict[str, int]]
 
 
-def step_bytes(train_step, state, batch, depth=None) -> StepBytes:
-    """`StepBytes` of `train_step` (a `TrainStep`) at freeze `depth`.
-
-    The saved activations are those of the batch given, on one device
-    (for a data-parallel step, pass one device's share of the batch for the
-    per-device figure); the collectives are read from the step as lowered
-    for its mesh. Nothing is compiled.
+def read_step_bytes(traced, differentiated, *args) -> StepBytes:
+    """`StepBytes` of a traced step, read before anything is compiled.
 
     Args:
-      train_step: a `TrainStep`.
-      state: its state (arrays or shapes).
-      batch: a batch (arrays or shapes).
-      depth: the freeze depth (default: the first of the sequence, or the
-        only step without freezing); with a sequence-length warm-up, a
-        ``(depth, length)`` program (its batch truncated to `length`).
+      traced: the step traced for `args` (``jax.jit(step).trace(*args)``):
+        its jaxpr gives the compute dtypes, its lowered HLO the collectives.
+      differentiated: ``differentiated(*args) -> (fn, primal)``: the
+        function the step's backward pass differentiates and its argument
+        (traced here, so `args` may be shapes alone).
+      *args: the step's arguments (arrays or ``jax.ShapeDtypeStruct``).
 
     Returns:
       `StepBytes`.
     """
-    if depth is None and train_step.freezing is not None:
-        depth = 0
-    # First: `trace` checks the state (a wrong one is named, not an
-    # AttributeError inside the builder).
-    traced = train_step.trace(state, batch, depth)
     found: list[SavedActivations] = []
-    length = None
-    if isinstance(depth, tuple):  # a sequence-length warm-up's program
-        depth, length = depth
 
-    def read(state, batch):
-        if length is not None:
-            batch = seq_len_warmup_lib.truncate_sequence(
-                batch, length, seq_axis=train_step.seq_len_warmup.seq_axis
-            )
-        # Traced: the residuals' shapes need no values, so `state` may be
-        # shapes alone (a baseline's, from `jax.eval_shape`).
-        loss_fn, trainable = train_step.builder.differentiated(
-            state, batch, depth
-        )
-        found.append(saved_activations(loss_fn, trainable))
+    def read(*args):
+        fn, primal = differentiated(*args)
+        found.append(saved_activations(fn, primal))
 
-    jax.eval_shape(read, state, batch)
+    jax.eval_shape(read, *args)
     (saved,) = found
     sent, _ = collective_bytes(traced.lower().as_text(dialect="hlo"))
     return StepBytes(

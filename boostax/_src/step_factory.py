@@ -10,7 +10,7 @@ import optax
 
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import loss_scale as loss_scale_lib
-from boostax._src import objectives as objectives_lib
+from boostax._src import objective_options
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src.train_step import TrainStep
 
@@ -110,7 +110,7 @@ def make_train_step(
       >>> bool(metrics["loss"] < 1e-2), ts.trace_count
       (True, 1)
     """
-    objective = objectives_lib.make_objective(
+    options = objective_options.ObjectiveOptions(
         model=model,
         loss=loss,
         loss_fn=loss_fn,
@@ -123,7 +123,7 @@ def make_train_step(
         cast_batch=cast_batch,
     )
     return TrainStep(
-        objective,
+        options.objective(),
         optimizer,
         data_parallel=data_parallel,
         donate_state=donate_state,

@@ -17,7 +17,7 @@ import functools
 import os
 import weakref
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import optax
@@ -25,11 +25,19 @@ import optax
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
+from boostax._src import (
+    less_bn_plan,
+    model_graph,
+    program_schedule,
+    skip_watch,
+    step_checks,
+    validation,
+)
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
-from boostax._src import program_schedule, skip_watch, step_checks, validation
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import step_builder as step_builder_lib
+from boostax._src.objective_options import PlainRecipe
 from boostax._src.step_builder import StepPlan, check_skip_options
 from boostax._src.train_state import AlgorithmStates, TrainState
 
@@ -37,7 +45,6 @@ PyTree = Any
 
 __all__ = (
     "AlgorithmStates",
-    "PlainRecipe",
     "TrainState",
     "TrainStep",
 )
@@ -46,20 +53,6 @@ __all__ = (
 # background threads by default (``BOOSTAX_BACKGROUND_COMPILE=0`` turns the
 # default off, e.g. in a test suite that calls many steps only a few times).
 BACKGROUND_COMPILE = os.environ.get("BOOSTAX_BACKGROUND_COMPILE", "1") != "0"
-
-
-class PlainRecipe(NamedTuple):
-    """How to build the plain Optax step a boosted step is compared with.
-
-    Attributes:
-      kwargs: `make_train_step`'s arguments: the original model (before
-        LessBN), the optimizer the algorithms wrap, the loss.
-      mesh: the boosted step's mesh (the plain step averages gradients
-        over it), or ``None``.
-    """
-
-    kwargs: dict[str, Any]
-    mesh: Any = None
 
 
 class TrainStep:
@@ -194,13 +187,8 @@ class TrainStep:
       compile_wait_seconds: how long calls have waited for compilation in
         all: compiling on the spot, or waiting for a background compile.
       seq_len_warmup: the `SeqLenWarmup`, or ``None``.
-      less_bn_report: with LessBN, the `LessBNReport` of the model.
-      plain_recipe: a `PlainRecipe` for the plain Optax step of the same
-        model and optimizer (set by `auto_boost`; used by `cost_report`).
-      sample_inputs: the shapes (``jax.ShapeDtypeStruct``) of
-        `auto_boost`'s `sample_inputs`, or ``None``: with them,
-        `from_flax_train_state` checks the path and shape of every
-        variable against the model's.
+      less_bn_report, plain_recipe: the arguments given, or ``None``.
+      sample_inputs: their shapes (``jax.ShapeDtypeStruct``), or ``None``.
       donate_state: whether a call donates (deletes) the state it is
         given to reuse its memory (`init` then copies the variables it is
         given, which stay valid).
@@ -230,8 +218,39 @@ class TrainStep:
         raise_on_skips: bool = False,
         precision: Any = None,
         seq_len_warmup: seq_len_warmup_lib.SeqLenWarmup | None = None,
+        less_bn_report: less_bn_plan.LessBNReport | None = None,
+        plain_recipe: PlainRecipe | None = None,
+        sample_inputs: Any = None,
     ):
+        """Builds the step (what it runs: the class docstring).
+
+        Args:
+          objective: the `Objective` to train (`make_objective`).
+          optimizer, loss_scale, data_parallel, donate_state, precision,
+            skip_nonfinite, max_consecutive_skips, raise_on_skips,
+            seq_len_warmup: as `make_train_step`'s.
+          config: the `BoostConfig` it was built from, or ``None``.
+          freezing: a `Freezing` plan, a function of the params returning
+            one, or ``None``.
+          background_compile, freeze_warmup_steps: as `auto_boost`'s.
+          less_bn_report: with LessBN, the model's `LessBNReport`.
+          plain_recipe: a `PlainRecipe` for the plain Optax step of the
+            same model and optimizer: `cost_report`'s default baseline.
+          sample_inputs: one batch of model inputs (arrays or shapes; the
+            shapes are kept): `from_flax_train_state` then checks every
+            variable's path and shape against the model's.
+        """
         validation.check_bool("donate_state", donate_state)
+        for name, value, kind in (
+            ("less_bn_report", less_bn_report, less_bn_plan.LessBNReport),
+            ("plain_recipe", plain_recipe, PlainRecipe),
+        ):
+            if value is not None:
+                what = f"None or a boostax.{kind.__name__}"
+                validation.check_instance(name, value, kind, what)
+        self._less_bn_report = less_bn_report
+        self._plain_recipe = plain_recipe
+        self._sample_inputs = model_graph.input_shapes(sample_inputs)
         if seq_len_warmup is not None:
             validation.check_instance(
                 "seq_len_warmup",
@@ -271,9 +290,6 @@ class TrainStep:
         )
         # Whether calls still hand programs to the background compiles.
         self._ahead = self.background_compile
-        self.less_bn_report = None
-        self.plain_recipe: PlainRecipe | None = None
-        self.sample_inputs = None
         # Host side: skip flags not read yet, and the current run of skips.
         self._skips = skip_watch.SkipWatch(
             max_consecutive_skips, raise_on_skips
@@ -287,6 +303,18 @@ class TrainStep:
         self._predict = jax.jit(objective.predict)
 
     # -- what the step was built from (read-only views) --------------------
+
+    @property
+    def less_bn_report(self) -> less_bn_plan.LessBNReport | None:
+        return self._less_bn_report
+
+    @property
+    def plain_recipe(self) -> PlainRecipe | None:
+        return self._plain_recipe
+
+    @property
+    def sample_inputs(self) -> Any:
+        return self._sample_inputs
 
     @property
     def objective(self) -> objectives_lib.Objective:

@@ -268,6 +268,11 @@ class FreezeCells(tuple):
 
     train_step: train_step_lib.TrainStep
 
+    def __new__(cls, cells, train_step: train_step_lib.TrainStep):
+        self = super().__new__(cls, cells)
+        self.train_step = train_step
+        return self
+
 
 def freeze_cell(
     reducer_flag: bool,
@@ -337,11 +342,9 @@ def freeze_cell(
             f"jax.value_and_grad (pass grad=None), {validation.got(grad)}."
         )
     step = _freezing_train_step(network, optimizer, loss)
-    cells = FreezeCells(
-        step.at_depth(k) for k in range(len(optimizer.optimizers))
+    return FreezeCells(
+        (step.at_depth(k) for k in range(len(optimizer.optimizers))), step
     )
-    cells.train_step = step
-    return cells
 
 
 def _refuse_unwired(

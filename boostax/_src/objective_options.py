@@ -1,0 +1,102 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""What a train step trains, as its builders are given it.
+
+`make_train_step` and `auto_boost` take the model or loss and the way the
+model is called as keyword arguments; each gathers them once into an
+`ObjectiveOptions`, which is what is passed on: to `make_objective` (the
+`Objective` the step differentiates) and, in `auto_boost`, to the
+`PlainRecipe` of the plain Optax step a boosted step is compared with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import optax
+
+from boostax._src import objectives as objectives_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectiveOptions:
+    """The model or loss of a step and how the model is called.
+
+    The keyword arguments of the same names of `make_train_step`,
+    `auto_boost` and `make_objective` (see there); they are checked when
+    the objective is built (`objective`).
+
+    Attributes:
+      model: a Flax Linen or NNX module (with `loss`), or ``None``.
+      loss: with `model`, ``loss(outputs, targets)``.
+      loss_fn: instead of `model` and `loss`, ``loss_fn(params, batch)``.
+      has_aux: whether the loss also returns a dict of metrics.
+      predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
+      batch_keys: with `model`, ``(inputs key, targets key)`` of dict
+        batches.
+      rng_collections: with a Linen `model`, the RNG streams it draws from.
+      train_kwargs: with `model`, keyword arguments of its call in training.
+      eval_kwargs: the same in evaluation.
+      cast_batch: with `loss_fn`, the parts of the batch a half-precision
+        policy casts.
+    """
+
+    model: Any = None
+    loss: Callable[..., Any] | None = None
+    loss_fn: Callable[..., Any] | None = None
+    has_aux: bool = False
+    predict_fn: Callable[..., Any] | None = None
+    batch_keys: tuple[str, str] | None = None
+    rng_collections: Sequence[str] | None = None
+    train_kwargs: Mapping[str, Any] | None = None
+    eval_kwargs: Mapping[str, Any] | None = None
+    cast_batch: Any = None
+
+    def kwargs(self) -> dict[str, Any]:
+        """The options as keyword arguments (of `make_train_step`)."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+        }
+
+    def replace(self, **changes: Any) -> ObjectiveOptions:
+        """These options with `changes` (say, LessBN's reduced `model`)."""
+        return dataclasses.replace(self, **changes)
+
+    def objective(
+        self, convert_variables: Callable[[Any], Any] | None = None
+    ) -> objectives_lib.Objective:
+        """The `Objective` of these options (`make_objective`, which checks
+        them), with `convert_variables` applied to the variables given to
+        ``split`` (LessBN's conversion of the original model's)."""
+        return objectives_lib.make_objective(
+            **self.kwargs(), convert_variables=convert_variables
+        )
+
+
+class PlainRecipe(NamedTuple):
+    """How to build the plain Optax step a boosted step is compared with.
+
+    Attributes:
+      kwargs: `make_train_step`'s arguments: the original model (before
+        LessBN), the optimizer the algorithms wrap, the loss.
+      mesh: the boosted step's mesh (the plain step averages gradients
+        over it), or ``None``.
+    """
+
+    kwargs: dict[str, Any]
+    mesh: Any = None
+
+    @classmethod
+    def of(
+        cls,
+        options: ObjectiveOptions,
+        optimizer: optax.GradientTransformation,
+        mesh: Any = None,
+    ) -> PlainRecipe:
+        """The recipe training `options` with `optimizer` (on `mesh`), in
+        float32: without `cast_batch` (which a float32 step refuses)."""
+        plain = options.replace(cast_batch=None)
+        return cls(dict(optimizer=optimizer, **plain.kwargs()), mesh)
