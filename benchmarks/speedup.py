@@ -57,7 +57,7 @@ import _common
 import jax
 
 import boostax
-from boostax.examples import compilation_cache, speedup
+from boostax.examples import budgets, compilation_cache, speedup
 
 SEEDS = 5
 BUDGET_SEEDS = 3  # per budget (--full-budget-seeds at the full one)
@@ -423,10 +423,7 @@ def _o1_row(name: str, **sections) -> tuple[str, str, dict]:
 # MindSpore's freezing alone, and LessBN's options beside MindSpore's:
 # BatchNorm removal with blocks that start as the identity, and the FN head
 # alone (every BatchNorm kept) at MindSpore's scale and at boostax's best.
-BUDGET_ROWS = (
-    ("O1", "O1", None),
-    ("recipe", "O1", boostax.recipe()),
-)
+BUDGET_ROWS = budgets.ROWS
 BUDGET_ABLATION_ROWS = (
     _o1_row(
         "recipe less_bn",
@@ -449,14 +446,7 @@ BUDGET_ABLATION_ROWS = (
 
 def measure_budget_workload(workload, rows, args) -> BudgetWorkloadResult:
     """The budget protocol on one workload (see `boostax.examples.budgets`)."""
-    from boostax.examples import budgets
-
-    makers = [budgets.plain_maker()] + [
-        budgets.fn_head_maker(name, **config)
-        if level == "fn_head"
-        else budgets.level_maker(name, level, config)
-        for name, level, config in rows
-    ]
+    makers = budgets.makers(rows)
     fractions = tuple(args.budget_fractions)
     print(
         f"\n== {workload.name} (budgets): {workload.description}; full budget "
@@ -499,7 +489,6 @@ def measure_budget_workload(workload, rows, args) -> BudgetWorkloadResult:
 
 
 def _plot_budgets(summary, path, workload, full_budget_seeds):
-    from boostax.examples import budgets
 
     budgets.plot(
         summary,
@@ -515,7 +504,6 @@ def resummarize(path: str, argv) -> dict:
     """Recomputes the summaries, plots, break-evens and verdicts of an
     earlier ``--budgets`` result from its stored runs and step costs (no
     training), and rewrites it: for a change in how runs are summarized."""
-    from boostax.examples import budgets
 
     with open(path) as f:
         result = json.load(f)
@@ -561,7 +549,6 @@ def budget_break_even(wait: float, plain_compile: float, summary, row):
     """The training length, in plain steps, after which `row`, trained for
     the same budget as plain Optax, is ahead with its compile wait paid
     (its step time from the full budget's time ratio); ``None``: never."""
-    from boostax.examples import budgets
 
     full = summary["arms"][row]["budgets"][str(budgets.FULL)]
     saving = summary["plain_seconds_per_step"] * (

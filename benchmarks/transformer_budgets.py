@@ -206,10 +206,27 @@ class Recorder:
         )
 
 
-def step_costs(arms, workload: lm.Workload, *, repetitions: int, steps: int):
+def step_costs(
+    arms,
+    workload: lm.Workload,
+    *,
+    repetitions: int,
+    steps: int,
+    programs: dict | None = None,
+):
     """Plain Optax's seconds per step and each arm's ratio to it, each arm
     walking `repetitions` x `steps` steps of its sequence, interleaved
-    (``transformer.step_costs``)."""
+    (``transformer.step_costs``). `programs` (`budgets.Protocol`) must be
+    ``{None}`` per arm: these runs record no depths (one ratio covers the
+    sequence)."""
+    if programs is not None and any(
+        set(ran) != {None} for ran in programs.values()
+    ):
+        raise ValueError(
+            "The text protocol times each arm's whole sequence: its runs "
+            f"record no depths, so `programs` must be {{None}} per arm, got "
+            f"{programs}."
+        )
     walk = dataclasses.replace(workload, steps=repetitions * steps)
     costs = transformer.step_costs(arms, walk, repetitions=repetitions)
     return costs[PLAIN]["seconds"], {

@@ -222,11 +222,120 @@ class CurveTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, "positive"):
             budgets.check_budgets((0.0, 1.0))
 
+    def test_format_time_to_target(self):
+        def run(fraction, seed, accuracy, seconds):
+            r = budgets.BudgetRun(fraction, seed, 1, accuracy, None, 0.0)
+            r.seconds = seconds
+            return r
+
+        def arm(accuracies, seconds):
+            return [
+                run(f, s, accuracies[f][s], seconds[f])
+                for f in (0.5, 1.0)
+                for s in range(2)
+            ]
+
+        plain = arm({0.5: [0.90, 0.90], 1.0: [0.95, 0.95]}, {0.5: 50, 1.0: 100})
+        # Seed 0 reaches 0.95 at its first budget (4x), seed 1 between its
+        # two (at 37.5: 2.67x).
+        fast = arm({0.5: [0.95, 0.90], 1.0: [0.97, 1.0]}, {0.5: 25, 1.0: 50})
+        # One seed misses: the median of two is a miss.
+        half = arm({0.5: [0.95, 0.80], 1.0: [0.96, 0.90]}, {0.5: 25, 1.0: 50})
+        summary = budgets.summarize(
+            {"plain optax": plain, "fast": fast, "half": half}, (0.5, 1.0)
+        )
+        spread = budgets.speedup_spread(summary["arms"]["fast"])
+        self.assertEqual(spread.seeds, 2)
+        self.assertEqual(spread.misses, 0)
+        self.assertAlmostEqual(spread.max, 4.0)
+        self.assertAlmostEqual(spread.min, 100 / 37.5)
+        self.assertEqual(
+            budgets.speedup_spread(summary["arms"]["half"]),
+            budgets.Spread(None, 4.0, 4.0, 1, 2),
+        )
+        text = budgets.format_time_to_target(
+            summary,
+            labels=["1 epoch", "2 epochs"],
+            compile_waits={"plain optax": 1.0, "fast": 2.5, "half": 12.3},
+        )
+        lines = text.splitlines()
+        self.assertIn("1 epoch", lines[0])
+        self.assertIn("to plain's 95.00%", lines[0])
+        self.assertRegex(lines[2], r"^plain optax +90\.00% +0\.50 +95\.00%")
+        self.assertRegex(
+            lines[3], r"^fast .* 3\.33x \(2\.67-4\.00\) +0 of 2 +2\.5 s$"
+        )
+        self.assertRegex(lines[4], r"^half .* not reached +1 of 2 +12\.3 s$")
+        self.assertIn("misses: seeds that never reach it", text)
+        # Without labels and waits: the fractions and the summary's waits.
+        default = budgets.format_time_to_target(summary)
+        self.assertIn("0.5x", default.splitlines()[0])
+        self.assertRegex(default.splitlines()[3], r" 0\.0 s$")
+        with self.assertRaisesRegex(ValueError, "one heading per budget"):
+            budgets.format_time_to_target(summary, labels=["1 epoch"])
+
     def test_median_counts_misses_as_slowest(self):
         self.assertEqual(budgets._median([1.0, None, 3.0]), 1.0)
         self.assertIsNone(budgets._median([1.0, None, None]))
         self.assertEqual(budgets._median([2.0, 4.0]), 3.0)
         self.assertIsNone(budgets._median([]))
+
+
+class MakersTest(absltest.TestCase):
+    def test_rows_become_makers(self):
+        makers = budgets.makers(
+            budgets.ROWS + (("FN s=4", "fn_head", {"fn_scale": 4.0}),)
+        )
+        self.assertEqual(
+            [m.name for m in makers], ["plain optax", "O1", "recipe", "FN s=4"]
+        )
+        with (
+            mock.patch.object(budgets.speedup, "fn_head_arm") as fn_head,
+            mock.patch.object(budgets.speedup, "level_arm") as level,
+        ):
+            makers[2].make("workload")
+            makers[3].make("workload")
+        level.assert_called_once_with(
+            "workload", "O1", budgets.ROWS[1][2], name="recipe"
+        )
+        fn_head.assert_called_once_with("workload", "FN s=4", fn_scale=4.0)
+
+
+class ProgramsTest(absltest.TestCase):
+    def test_only_the_programs_the_runs_ran_are_compiled(self):
+        lowered = []
+
+        class TrainStep:
+            freezing = mock.Mock(
+                sequence=[3, 1, 3], canonical_depth=lambda d: d
+            )
+
+            def program_shares(self):
+                return {"masked": 0.5, 3: 0.25, 1: 0.25}
+
+            def lower(self, state, batch, depth):
+                lowered.append(depth)
+                return mock.Mock(compile=lambda: f"program {depth}")
+
+        arm = mock.Mock(train_step=TrainStep())
+        runs = [
+            budgets.BudgetRun(0.5, 0, 2, 0.9, ["masked", "masked"], 0.0),
+            budgets.BudgetRun(1.0, 0, 3, 0.9, ["masked", "masked", 3], 0.0),
+        ]
+        ran = budgets.programs_run(runs)
+        self.assertEqual(ran, {"masked", 3})
+        self.assertEqual(
+            budgets._compiled_depths(arm, None, None, ran),
+            {3: "program 3", "masked": "program masked"},
+        )
+        self.assertEqual(lowered, [3, "masked"])
+        # Without `programs`: the planned run's and every depth's.
+        self.assertEqual(
+            list(budgets._compiled_depths(arm, None, None)), ["masked", 3, 1]
+        )
+        self.assertEqual(budgets.programs_run(runs[:0]), set())
+        plain = budgets.BudgetRun(1.0, 0, 3, 0.9, None, 0.0)
+        self.assertEqual(budgets.programs_run([plain]), {None})
 
 
 class ReuseTest(absltest.TestCase):
@@ -250,7 +359,9 @@ class ReuseTest(absltest.TestCase):
         with (
             mock.patch.object(budgets, "budget", lambda w, f: w),
             mock.patch.object(budgets, "train_budget", train),
-            mock.patch.object(budgets, "depth_step_costs", return_value=costs),
+            mock.patch.object(
+                budgets, "depth_step_costs", return_value=costs
+            ) as step_costs,
         ):
             runs, summary = budgets.measure(
                 makers,
@@ -261,6 +372,11 @@ class ReuseTest(absltest.TestCase):
                 reuse={"plain optax": [earlier]},
             )
         self.assertEqual(trained, [("level", 1.0, 0)])
+        # Only the programs the runs ran are timed.
+        self.assertEqual(
+            step_costs.call_args.kwargs["programs"],
+            {"plain optax": {None}, "level": {None}},
+        )
         (plain,) = runs["plain optax"]
         self.assertEqual((plain.steps, plain.final_accuracy), (7, 0.5))
         self.assertEqual(plain.seconds, 7 * 2.0)  # this run's step cost

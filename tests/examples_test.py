@@ -15,7 +15,7 @@ from absl.testing import absltest, parameterized
 from flax import nnx
 
 import boostax
-from boostax.examples import data, demo, models, speedup
+from boostax.examples import budgets, data, demo, models, speedup
 from tests import _utils
 
 
@@ -155,29 +155,63 @@ class SpeedupTest(absltest.TestCase):
         self.assertIsNone(speedup.decompose(None, 5, 1, 1, 0, 0)["speedup"])
 
 
+def _demo(argv):
+    """`demo.main(argv)` with ``--json``: its result, the JSON it wrote
+    and what it printed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "demo.json")
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            result = demo.main([*argv, "--json", out])
+        with open(out, encoding="utf-8") as f:
+            written = json.load(f)
+    return result, written, stdout.getvalue()
+
+
 class DemoTest(absltest.TestCase):
-    def test_quick_demo_prints_the_decomposition(self):
-        # The README's main job, in its smoke-test size.
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "demo.json")
-            stdout = io.StringIO()
-            with contextlib.redirect_stdout(stdout):
-                result = demo.main(
-                    [
-                        "--quick",
-                        "--target",
-                        "0.5",
-                        "--devices",
-                        "2",
-                        "--no-compilation-cache",
-                        "--json",
-                        out,
-                    ]
-                )
-            with open(out, encoding="utf-8") as f:
-                self.assertEqual(
-                    json.load(f)["rows"].keys(), result["rows"].keys()
-                )
+    def test_quick_demo_answers_time_to_plains_accuracy(self):
+        # The README's main job, in its smoke-test size: the budgets.
+        result, written, text = _demo(["--quick"])
+        self.assertEqual(result["mode"], "budgets")
+        self.assertEqual(written["summary"].keys(), result["summary"].keys())
+        self.assertEqual(result["budgets"], list(demo.QUICK_BUDGETS))
+        self.assertEqual(result["epochs"], [1, 2, 3])  # of a 2-epoch budget
+        summary = result["summary"]
+        arms = summary["arms"]
+        self.assertEqual(list(arms), ["plain optax", "O1", "recipe"])
+        for name, runs in result["runs"].items():
+            self.assertEqual([r["steps"] for r in runs], [21, 42, 63], name)
+            self.assertTrue(all(r["seconds"] > 0 for r in runs), name)
+        plain = arms["plain optax"]["budgets"]
+        self.assertEqual(
+            summary["target_accuracy"], plain["1.0"]["accuracy"][0]
+        )
+        self.assertEqual(plain["1.0"]["relative_time_median"], 1.0)
+        # The first run's wait: plain's ahead-of-time compile, O1's steps.
+        for name in arms:
+            self.assertGreater(result["compile_wait"][name], 0.0, name)
+        self.assertIn(f"to plain's {summary['target_accuracy']:.2%}", text)
+        for name, arm in arms.items():
+            spread = budgets.speedup_spread(arm)
+            (row,) = [
+                line
+                for line in text.splitlines()
+                if line.startswith(f"{name}  ")
+            ]
+            self.assertIn(f"{spread.misses} of 1", row)
+            if spread.median is None:
+                self.assertIn("not reached", row)
+            else:
+                self.assertIn(f"{spread.median:.2f}x", row)
+        self.assertIn("Does boost reach plain Optax's", text)
+
+    def test_quick_steps_to_target_prints_the_decomposition(self):
+        # The constant-rate table, behind its flag.
+        result, written, text = _demo(
+            ["--steps-to-target", "--quick", "--target", "0.5"]
+            + ["--devices", "2", "--no-compilation-cache"]
+        )
+        self.assertEqual(written["rows"].keys(), result["rows"].keys())
         rows, runs = result["rows"], result["runs"]
         self.assertEqual(
             list(rows),
@@ -196,7 +230,6 @@ class DemoTest(absltest.TestCase):
         self.assertLess(rows["O1"]["flops_ratio"], 1.0)
         self.assertGreater(runs["O1"]["compile_wait"], 0.0)
         self.assertIn("simulated devices", rows["O2"]["note"])
-        text = stdout.getvalue()
         for column in (
             "steps to 50%",
             "x step time",
@@ -204,6 +237,72 @@ class DemoTest(absltest.TestCase):
             "w/ compile",
         ):
             self.assertIn(column, text)
+
+    def test_flags_apply_to_their_mode_only(self):
+        for argv, message in (
+            (["--target", "0.9"], "--target applies to --steps-to-target"),
+            (["--seed", "1"], "--seed applies to --steps-to-target"),
+            (["--steps-to-target", "--seeds", "3"], "--seeds applies to the"),
+            (["--steps-to-target", "--budgets", "1"], "--budgets applies"),
+            (["--budgets", "0.5", "2"], "must be positive fractions"),
+            (["--seeds", "0"], "--seeds must be >= 1, got 0"),
+        ):
+            stderr = io.StringIO()
+            with (
+                self.subTest(argv=argv),
+                contextlib.redirect_stderr(stderr),
+                self.assertRaises(SystemExit),
+            ):
+                demo.main(argv)
+            self.assertIn(message, stderr.getvalue())
+
+    def test_answer(self):
+        def arm(accuracies, seconds):
+            runs = []
+            for fraction, per_seed in accuracies.items():
+                for seed, accuracy in enumerate(per_seed):
+                    run = budgets.BudgetRun(
+                        fraction, seed, 1, accuracy, None, 0.0
+                    )
+                    run.seconds = seconds[fraction]
+                    runs.append(run)
+            return runs
+
+        times = {0.5: 50.0, 1.0: 100.0}
+        summary = budgets.summarize(
+            {
+                "plain optax": arm({0.5: [0.9, 0.9], 1.0: [0.95, 0.95]}, times),
+                "faster": arm({0.5: [0.95, 0.96], 1.0: [0.97, 0.97]}, times),
+                "slower": arm(
+                    {0.5: [0.8, 0.8], 1.0: [0.95, 0.95]},
+                    {0.5: 60.0, 1.0: 125.0},
+                ),
+                "lost": arm({0.5: [0.8, 0.95], 1.0: [0.9, 0.96]}, times),
+                "early": arm(
+                    {0.5: [0.95, 0.95, 0.8], 1.0: [0.95, 0.95, 0.9]}, times
+                ),
+            },
+            (0.5, 1.0),
+        )
+        lines = demo.answer(summary).splitlines()
+        self.assertIn("(95.00%)", lines[0])
+        self.assertEqual(
+            lines[1:],
+            [
+                "  faster: yes: 2.00x plain's speed (2.00-2.00x over the "
+                "seeds that reach it); at the full budget +2.00 points in "
+                "1.00x plain's time",
+                "  slower: no: 0.80x plain's speed (0.80-0.80x over the seeds "
+                "that reach it); at the full budget +0.00 points in 1.25x "
+                "plain's time",
+                "  lost: no: 1 of 2 seeds never reach it; at the full budget "
+                "-2.00 points in 1.00x plain's time",
+                "  early: on the median seed only: 2.00x plain's speed "
+                "(2.00-2.00x over the seeds that reach it); 1 of 3 seeds "
+                "never reach it; at the full budget +0.00 points in 1.00x "
+                "plain's time",
+            ],
+        )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Sequence
+import textwrap
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -130,6 +131,29 @@ def fn_head_maker(name: str, **fn_head) -> Maker:
     )
 
 
+#: The arms compared with plain Optax, as ``(row name, level, config)``:
+#: MindSpore's O1 and boostax's recipe (the demo's and
+#: ``benchmarks/speedup.py --budgets``'s).
+ROWS = (
+    ("O1", "O1", None),
+    ("recipe", "O1", boostax.recipe()),
+)
+
+
+def makers(rows: Sequence[tuple[str, str, dict | None]]) -> list[Maker]:
+    """Plain Optax's maker, then one per ``(name, level, config)`` row.
+
+    A row of level ``"fn_head"`` is `fn_head_maker` with `config` as its
+    options; any other is `level_maker`.
+    """
+    return [plain_maker()] + [
+        fn_head_maker(name, **(config or {}))
+        if level == "fn_head"
+        else level_maker(name, level, config)
+        for name, level, config in rows
+    ]
+
+
 @dataclasses.dataclass
 class BudgetRun:
     """One arm trained from one seed for one budget.
@@ -177,19 +201,28 @@ def train_budget(
     )
 
 
-def _compiled_depths(arm: speedup.Arm, state, batch) -> dict[Any, Any]:
-    """``{depth: step}`` of every compiled step the arm's sequence runs."""
+def _compiled_depths(
+    arm: speedup.Arm, state, batch, programs: Collection[Any] | None = None
+) -> dict[Any, Any]:
+    """``{depth: step}`` of the compiled steps to time: `programs` (the
+    depths, or ``"masked"``, the runs ran), or every one the arm's sequence
+    can run."""
     train_step = arm.train_step
     if train_step is None:
         return {None: arm.step}
     if train_step.freezing is None:
         return {None: train_step.lower(state, batch).compile()}
-    # The programs of the planned run (the freezing warm-up's first), and
-    # every depth of the sequence (a longer run reaches them all).
-    sequence = np.asarray(train_step.freezing.sequence)
-    depths = {train_step.freezing.canonical_depth(int(d)) for d in sequence}
-    used: list[Any] = list(train_step.program_shares())
-    used += sorted(depths - set(used))
+    if programs is not None:
+        # Only what the runs ran: a run inside the freezing warm-up never
+        # compiles the depths' own programs, and timing them would.
+        used: list[Any] = sorted(programs, key=str)
+    else:
+        # The programs of the planned run (the freezing warm-up's first),
+        # and every depth of the sequence (a longer run reaches them all).
+        sequence = np.asarray(train_step.freezing.sequence)
+        depths = {train_step.freezing.canonical_depth(int(d)) for d in sequence}
+        used = list(train_step.program_shares())
+        used += sorted(depths - set(used))
     return {d: train_step.lower(state, batch, depth=d).compile() for d in used}
 
 
@@ -199,12 +232,21 @@ def depth_step_costs(
     *,
     repetitions: int,
     steps: int,
+    programs: dict[str, Collection[Any]] | None = None,
 ) -> tuple[float, dict[str, dict[Any, float]]]:
     """Each arm's step time per freeze depth, as a ratio to plain Optax's.
 
     One interleaved run (`boostax.interleaved_timings`) of every compiled
     step of every arm (each freeze depth's executable on its own, chained
     over `steps` steps on one batch) and plain Optax's (the first arm).
+
+    Args:
+      arms: the arms, plain Optax's first.
+      workload: the batch's (seed 0's first).
+      repetitions: interleaved repetitions.
+      steps: steps per repetition.
+      programs: per arm name, the programs to time (those its runs ran,
+        `programs_run`); default: every one its freezing sequence can run.
 
     Returns:
       ``(plain seconds per step, {arm: {depth: ratio}})`` (depth ``None``
@@ -214,7 +256,8 @@ def depth_step_costs(
     runners, keys = {}, {}
     for arm in arms:
         state = arm.init(0)
-        for depth, step in _compiled_depths(arm, state, batch).items():
+        ran = None if programs is None else programs[arm.name]
+        for depth, step in _compiled_depths(arm, state, batch, ran).items():
             name = f"{arm.name} @ {depth}"
             keys[name] = (arm.name, depth)
 
@@ -235,6 +278,12 @@ def depth_step_costs(
             samples[name], plain
         )
     return statistics.median(plain), costs
+
+
+def programs_run(runs: Sequence[BudgetRun]) -> set[Any]:
+    """The compiled steps `runs` ran: their depths (and ``"masked"``, the
+    freezing warm-up's), ``{None}`` without freezing."""
+    return {d for run in runs for d in (run.depths or (None,))}
 
 
 def run_seconds(run: BudgetRun, costs: dict[Any, float], plain_seconds: float):
@@ -504,6 +553,115 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class Spread(NamedTuple):
+    """An arm's speed-up to plain's full-budget value over the seeds.
+
+    Attributes:
+      median: the summary's median (``None`` when the median seed misses).
+      min: the smallest speed-up of the seeds that reach the target.
+      max: the largest (both ``None`` when none does).
+      misses: how many seeds never reach it.
+      seeds: how many seeds trained every budget.
+    """
+
+    median: float | None
+    min: float | None
+    max: float | None
+    misses: int
+    seeds: int
+
+
+def speedup_spread(arm: dict[str, Any]) -> Spread:
+    """The `Spread` of one arm of a `summarize` summary."""
+    reached = [v for v in arm["speedup"].values() if v is not None]
+    return Spread(
+        arm["speedup_median"],
+        min(reached, default=None),
+        max(reached, default=None),
+        arm["misses"],
+        len(arm["speedup"]),
+    )
+
+
+#: What the columns of `format_time_to_target` mean.
+TIME_TO_TARGET_LEGEND = (
+    "{label}: final {metric} at each budget, median over seeds; time: the "
+    "run's training time relative to plain Optax's full budget (its steps "
+    "x each compiled step's cost, timed interleaved against plain's step); "
+    "speed-up: the time plain needs for its full-budget {metric} over the "
+    "time the arm needs to reach it on its own {metric}-vs-time curve "
+    "(linear between budgets), median and min-max over the seeds that "
+    "reach it; misses: seeds that never reach it; compile: {compile}."
+)
+
+
+def format_time_to_target(
+    summary: dict[str, Any],
+    *,
+    labels: Sequence[str] | None = None,
+    compile_waits: dict[str, float] | None = None,
+    compile_legend: str = "seconds the full budget's first run waited for "
+    "compilation",
+) -> str:
+    """One row per arm: its value and time at each budget, then its time
+    to plain's full-budget value (speed-up, spread, misses) and compile
+    wait; the legend below (`TIME_TO_TARGET_LEGEND`).
+
+    Args:
+      summary: `summarize`'s (or `measure`'s) summary.
+      labels: a heading per budget (default: its fraction, e.g. ``0.5x``).
+      compile_waits: seconds per arm for the compile column (default: the
+        summary's ``compile_wait``, its full budget's first run).
+      compile_legend: what the compile column holds, for the legend.
+    """
+    arms = summary["arms"]
+    fractions = list(next(iter(arms.values()))["budgets"])
+    labels = list(labels or [f"{float(f):g}x" for f in fractions])
+    if len(labels) != len(fractions):
+        raise ValueError(
+            f"`labels` must give one heading per budget ({fractions}), got "
+            f"{labels}."
+        )
+    metric = _metric(summary)
+    target = summary["target_accuracy"]
+
+    def value(v):
+        return f"{v:.2%}" if metric.higher_is_better else f"{v:.4f}"
+
+    waits = compile_waits or {n: a["compile_wait"] for n, a in arms.items()}
+    width = max(len(name) for name in arms)
+    to = f"to plain's {value(target)}"
+    head = [f"{'':<{width}}", f"{'arm':<{width}}"]
+    for label in labels:
+        head[0] += f"  {label:<15}"
+        head[1] += f"  {metric.label:<7} {'time':<6}"
+    head[0] += f"  {to:<19} {'':<7} {'compile':>7}"
+    head[1] += f"  {'speed-up (min-max)':<19} {'misses':<7} {'wait':>7}"
+    lines = head
+    for name, arm in arms.items():
+        line = f"{name:<{width}}"
+        for fraction in fractions:
+            at = arm["budgets"][fraction]
+            line += (
+                f"  {value(at['accuracy_median']):<7} "
+                f"{at['relative_time_median']:<6.2f}"
+            )
+        spread = speedup_spread(arm)
+        if spread.median is None:
+            speedup = "not reached"
+        else:
+            speedup = (
+                f"{spread.median:.2f}x ({spread.min:.2f}-{spread.max:.2f})"
+            )
+        misses = f"{spread.misses} of {spread.seeds}"
+        line += f"  {speedup:<19} {misses:<7} {waits[name]:>5.1f} s"
+        lines.append(line.rstrip())
+    legend = TIME_TO_TARGET_LEGEND.format(
+        label=metric.label, metric=metric.name, compile=compile_legend
+    )
+    return "\n".join(lines + ["", textwrap.fill(legend, width=100)])
+
+
 def plot(
     summary: dict[str, Any], path: str, title: str, *, span: float = 0.05
 ) -> None:
@@ -592,9 +750,11 @@ class Protocol(NamedTuple):
     Attributes:
       scale: ``scale(workload, fraction) -> workload`` of that budget.
       train: ``train(arm, workload, fraction, seed) -> BudgetRun``.
-      step_costs: ``step_costs(arms, workload, repetitions=, steps=) ->
-        (plain seconds per step, {arm: {depth: ratio}})`` of the arms of
-        the largest budget (plain Optax's first).
+      step_costs: ``step_costs(arms, workload, repetitions=, steps=,
+        programs=) -> (plain seconds per step, {arm: {depth: ratio}})`` of
+        the arms of the largest budget (plain Optax's first), covering at
+        least ``programs``: per arm, the programs its runs ran
+        (`programs_run`).
       metric: what `train` reads at the end of a run.
     """
 
@@ -666,6 +826,7 @@ def measure(
         protocol.scale(workload, budgets[-1]),
         repetitions=repetitions,
         steps=steps,
+        programs={name: programs_run(r) for name, r in runs.items()},
     )
     for name, arm_runs in runs.items():
         for run in arm_runs:

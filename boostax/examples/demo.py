@@ -1,24 +1,34 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The demo: the example ResNet on digits, plain Optax vs every boost level.
+"""The demo: does boost reach plain Optax's accuracy sooner?
 
-Run ``python -m boostax.examples.demo`` (``--help`` for options; about five
-minutes on two CPU cores, one with ``--quick``). It trains the bundled
-ResNet with a hand-written Optax step and with ``boostax.auto_boost`` at O0,
-O1, boostax's O1 recipe (``boostax.recipe``) and O2, then the algorithms of
-O1 and O2 alone (manual mode), from the
-same initialization and data order, and prints the speed-up over plain
-Optax taken apart (see `boostax.examples.speedup`): steps to a target test
-accuracy (evaluated every 1/8 epoch), the steady-state step-time ratio
-(interleaved repetitions after training), FLOPs and bytes ratios from
+Run ``python -m boostax.examples.demo`` (``--help`` for options; about
+5.5 minutes on two shared CPU cores the first time, one with ``--quick``).
+It runs the budgets protocol of `boostax.examples.budgets` on the bundled
+example ResNet and scikit-learn's 8x8 digits: plain Optax (a hand-written
+step), MindSpore's O1 and boostax's recipe (`boostax.recipe`) each train
+for 1/4, 1/2, 1 and 1.5x a full budget (8 epochs, where plain Optax
+plateaus) with a warm-up and a cosine stretched to each budget, from 3
+seeds. It prints, per arm, the final test accuracy and time at each
+budget, the time to plain Optax's full-budget accuracy as a speed-up
+(median, min-max over the seeds, misses) and the seconds its first run
+waited for compilation, then the answer per arm: the question and
+protocol of the README's headline, on a model small enough for a few
+minutes.
+
+``--steps-to-target`` instead trains once per level at a constant
+learning rate and prints the speed-up over plain Optax taken apart (see
+`boostax.examples.speedup`): steps to a target test accuracy (evaluated
+every 1/8 epoch), the steady-state step-time ratio (interleaved
+repetitions after training), FLOPs and bytes ratios from
 `boostax.cost_report`, the seconds training waited for compilation (freeze
-depths compile in background threads), the break-even training length, and
-the speed-up with and without compilation.
-
-O0 computes exactly what plain Optax computes: its row shows what noise
-looks like. O2's AdaSum combines data-parallel devices: the O2 rows train on
-a mesh of ``--devices`` devices (on a CPU, simulated ones that share its
-cores, so their step times show the cost of the collectives, not a parallel
+depths compile in background threads), the break-even training length,
+and the speed-up with and without compilation, for O0, O1, the recipe, O2
+and the algorithms of O1 and O2 alone (manual mode). O0 computes exactly
+what plain Optax computes: its row shows what noise looks like. O2's
+AdaSum combines data-parallel devices: the O2 rows train on a mesh of
+``--devices`` devices (on a CPU, simulated ones that share its cores, so
+their step times show the cost of the collectives, not a parallel
 speed-up), with AdaSum across every device (``common.device_number`` 1).
 
 JAX's persistent compilation cache is on (``--no-compilation-cache`` turns
@@ -31,6 +41,8 @@ import argparse
 import dataclasses
 import json
 import sys
+import textwrap
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +50,7 @@ import jax
 from tqdm import tqdm
 
 import boostax
-from boostax.examples import compilation_cache, speedup
+from boostax.examples import budgets, compilation_cache, speedup
 
 
 def train_with_progress(
@@ -101,50 +113,267 @@ def _row(plain, arm, run, cost, report) -> dict[str, Any]:
     return row
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+#: Flags of one mode only (a flag given in the other mode is refused).
+STEPS_TO_TARGET_FLAGS = ("target", "seed", "devices")
+BUDGETS_FLAGS = ("seeds", "budgets")
+#: The budgets mode's seeds (both trained at every budget) and, with
+#: ``--quick``, its budgets (`budgets.BUDGETS` otherwise).
+SEEDS = 3  # odd: plain's target (the median) is one seed's accuracy
+QUICK_BUDGETS = (0.5, 1.0, 1.5)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument(
+        "--steps-to-target",
+        action="store_true",
+        help="instead of the budgets: one run per level to --target at a "
+        "constant learning rate, the speed-up taken apart",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        help="the full budget, where plain Optax plateaus (default: 8; 2 "
+        "with --quick); with --steps-to-target, the epochs trained "
+        "(default: 15; 1 with --quick)",
+    )
+    parser.add_argument("--batch-size", type=int, help="default: 64")
+    parser.add_argument("--learning-rate", type=float, help="default: 0.05")
+    parser.add_argument(
+        "--budgets",
+        type=float,
+        nargs="+",
+        help="fractions of the full budget trained; must include 1 "
+        f"(default: {' '.join(map(str, budgets.BUDGETS))}; "
+        f"{' '.join(map(str, QUICK_BUDGETS))} with --quick)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        help=f"seeds per budget (default: {SEEDS}; 1 with --quick)",
+    )
     parser.add_argument(
         "--target",
         type=float,
-        default=0.97,
-        help="test accuracy for the steps-to-target column",
+        help="with --steps-to-target: the test accuracy to reach "
+        "(default: 0.97)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, help="with --steps-to-target: default 0"
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="1 epoch of a smaller ResNet, the levels only, short timings "
-        "(a smoke test)",
+        help="a smaller ResNet, fewer epochs, seeds and timings (a smoke "
+        "test); with --steps-to-target, the levels only",
     )
     parser.add_argument(
         "--devices",
         type=int,
-        default=8,
-        help="devices of the O2 rows' data-parallel mesh (on a CPU, "
-        "simulated: must be set before JAX starts)",
+        help="with --steps-to-target: devices of the O2 rows' data-parallel "
+        "mesh (on a CPU, simulated: must be set before JAX starts; default: "
+        "8)",
     )
     parser.add_argument(
         "--repetitions",
         type=int,
-        default=15,
-        help="interleaved repetitions of the step-time measurement",
+        help="interleaved repetitions of the step-time measurement "
+        "(default: 10; 15 with --steps-to-target; 3 with --quick)",
     )
     parser.add_argument("--json", help="also write the results to this file")
     compilation_cache.add_arguments(parser)
-    args = parser.parse_args(argv)
-    cache = compilation_cache.from_arguments(args)
-    mesh = speedup.data_parallel_mesh(args.devices, args.batch_size)
+    return parser
 
-    workload = dataclasses.replace(
-        speedup.digits_workload(quick=args.quick, target=args.target),
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments, each mode's flags checked and its defaults set."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    other, mode = (
+        (BUDGETS_FLAGS, "the budgets (without --steps-to-target)")
+        if args.steps_to_target
+        else (STEPS_TO_TARGET_FLAGS, "--steps-to-target")
     )
-    if not args.quick:
-        workload = dataclasses.replace(workload, epochs=args.epochs)
+    for flag in other:
+        if getattr(args, flag) is not None:
+            parser.error(f"--{flag} applies to {mode} only")
+    for flag in ("epochs", "batch_size", "seeds", "repetitions", "devices"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(
+                f"--{flag.replace('_', '-')} must be >= 1, got {value}"
+            )
+    if args.steps_to_target:
+        args.target = 0.97 if args.target is None else args.target
+        args.seed = args.seed or 0
+        args.devices = args.devices or 8
+        args.repetitions = args.repetitions or (3 if args.quick else 15)
+    else:
+        args.seeds = args.seeds or (1 if args.quick else SEEDS)
+        try:
+            args.budgets = budgets.check_budgets(
+                args.budgets
+                or (QUICK_BUDGETS if args.quick else budgets.BUDGETS)
+            )
+        except ValueError as error:
+            parser.error(f"--budgets: {error}")
+        args.repetitions = args.repetitions or (3 if args.quick else 10)
+    return args
+
+
+def _workload(args: argparse.Namespace, **kwargs) -> speedup.Workload:
+    """The example ResNet on the 8x8 digits, with the flags' sizes."""
+    workload = speedup.digits_workload(quick=args.quick, **kwargs)
+    given = {
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+    }
+    return dataclasses.replace(
+        workload, **{k: v for k, v in given.items() if v is not None}
+    )
+
+
+def _recording(maker: budgets.Maker, first: dict[str, speedup.Arm]):
+    """`maker`, keeping the first arm it makes in `first` (its compile
+    wait is the one a user waits for first: later budgets' steps may come
+    from JAX's compilation cache)."""
+
+    def make(workload):
+        arm = maker.make(workload)
+        first.setdefault(maker.name, arm)
+        return arm
+
+    return budgets.Maker(maker.name, make)
+
+
+def answer(summary: dict[str, Any]) -> str:
+    """Whether each arm reaches plain Optax's full-budget accuracy sooner,
+    in one line per arm."""
+    target = summary["target_accuracy"]
+    lines = [
+        f"Does boost reach plain Optax's full-budget accuracy "
+        f"({target:.2%}) sooner here?"
+    ]
+    for name, arm in list(summary["arms"].items())[1:]:
+        spread = budgets.speedup_spread(arm)
+        missed = f"{spread.misses} of {spread.seeds} seeds never reach it"
+        if spread.median is None:
+            verdict = f"no: {missed}"
+        else:
+            speed = (
+                f"{spread.median:.2f}x plain's speed ({spread.min:.2f}-"
+                f"{spread.max:.2f}x over the seeds that reach it)"
+            )
+            if spread.median <= 1:
+                verdict = f"no: {speed}"
+            elif spread.misses:
+                verdict = f"on the median seed only: {speed}"
+            else:
+                verdict = f"yes: {speed}"
+            verdict += f"; {missed}" if spread.misses else ""
+        delta = arm["full_budget_accuracy_delta"] * 100
+        full = arm["budgets"][str(budgets.FULL)]["relative_time_median"]
+        lines.append(
+            f"  {name}: {verdict}; at the full budget {delta:+.2f} points "
+            f"in {full:.2f}x plain's time"
+        )
+    return "\n".join(lines)
+
+
+def time_to_accuracy(
+    args: argparse.Namespace, cache: str | None
+) -> dict[str, Any]:
+    """The budgets protocol on the example ResNet: plain Optax, O1 and the
+    recipe (`budgets.ROWS`); prints the table and the answer."""
+    workload = _workload(args)
+    if args.epochs is None:  # the full budget: where plain Optax plateaus
+        workload = dataclasses.replace(workload, epochs=workload.plateau_epochs)
+    epochs = [budgets.budget(workload, f).epochs for f in args.budgets]
+    first: dict[str, speedup.Arm] = {}
+    makers = [_recording(m, first) for m in budgets.makers(budgets.ROWS)]
+    header = (
+        f"boostax {boostax.__version__} demo: does boost reach plain Optax's "
+        f"accuracy sooner? {workload.description}; "
+        f"{len(workload.digits.x_train)} train / "
+        f"{len(workload.digits.x_test)} test digits; full budget "
+        f"{workload.epochs} epochs, trained at {list(args.budgets)} of it "
+        f"({', '.join(map(str, epochs))} epochs) with a warm-up and a cosine "
+        f"stretched to each; {args.seeds} seed(s); {jax.devices()[0]}; "
+        f"compilation cache: {cache or 'off'}"
+    )
+    print(textwrap.fill(header, width=100), flush=True)
+    runs_total = len(makers) * args.seeds * len(args.budgets)
+    done = 0
+
+    def progress(line):
+        nonlocal done
+        done += 1
+        print(f"[{done}/{runs_total}] {line}", file=sys.stderr, flush=True)
+        if done == runs_total:
+            print(
+                "timing every compiled step, interleaved with plain Optax's",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    runs, summary = budgets.measure(
+        makers,
+        workload,
+        budgets=args.budgets,
+        seeds=args.seeds,
+        full_budget_seeds=args.seeds,
+        repetitions=args.repetitions,
+        steps=2 if args.quick else 5,
+        progress=progress,
+    )
+    waits = {name: arm.compile_wait for name, arm in first.items()}
+    print(
+        budgets.format_time_to_target(
+            summary,
+            labels=[f"{e} epoch{'s' * (e != 1)}" for e in epochs],
+            compile_waits=waits,
+            compile_legend="seconds the arm's first run waited for "
+            "compilation (plain: its ahead-of-time compile), cold unless JAX's "
+            "compilation cache holds its steps from an earlier run",
+        )
+    )
+    print()
+    for line in answer(summary).splitlines():
+        print(textwrap.fill(line, width=100, subsequent_indent="    "))
+    print(
+        textwrap.fill(
+            "The README's headline measures the same on a CIFAR-shaped "
+            "workload with 5 seeds (benchmarks/speedup.py --budgets); "
+            "--steps-to-target takes a constant-rate run apart.",
+            width=100,
+        )
+    )
+    return {
+        "mode": "budgets",
+        "workload": workload.description,
+        "full_budget_epochs": workload.epochs,
+        "budgets": list(args.budgets),
+        "epochs": epochs,
+        "seeds": args.seeds,
+        "compilation_cache": cache,
+        "compile_wait": waits,
+        "summary": summary,
+        "runs": {
+            name: [dataclasses.asdict(r) for r in arm_runs]
+            for name, arm_runs in runs.items()
+        },
+    }
+
+
+def steps_to_target(
+    args: argparse.Namespace, cache: str | None
+) -> dict[str, Any]:
+    """One run per level to a target at a constant learning rate, the
+    speed-up taken apart (`speedup.format_table`)."""
+    workload = _workload(args, target=args.target)
+    # Before JAX starts its backend (the 8x8 digits load without it).
+    mesh = speedup.data_parallel_mesh(args.devices, workload.batch_size)
     arms = [speedup.plain_arm(workload)]
     rows: list[tuple[str, str, Any]] = [
         (level, level, None) for level in boostax.LEVELS
@@ -169,9 +398,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runs = {
         arm.name: train_with_progress(arm, workload, args.seed) for arm in arms
     }
-    repetitions, steps = (3, 2) if args.quick else (args.repetitions, 10)
     costs = speedup.step_costs(
-        arms, workload, repetitions=repetitions, steps=steps
+        arms,
+        workload,
+        repetitions=args.repetitions,
+        steps=2 if args.quick else 10,
     )
     plain_arm = arms[0]
     reports = speedup.cost_reports(arms, workload)
@@ -201,7 +432,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "One seed: benchmarks/speedup.py repeats this over seeds and on a "
         "CIFAR-shaped workload."
     )
-    result = {
+    return {
+        "mode": "steps_to_target",
         "workload": workload.description,
         "target": workload.target,
         "seed": args.seed,
@@ -216,6 +448,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "step_costs": costs,
         "cost_reports": {name: r.as_dict() for name, r in reports.items()},
     }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Runs the demo (`argv`: its command-line arguments); returns its
+    results (what ``--json`` writes)."""
+    args = _parse(argv)
+    cache = compilation_cache.from_arguments(args)
+    start = time.perf_counter()
+    run = steps_to_target if args.steps_to_target else time_to_accuracy
+    result = run(args, cache)
+    result["wall_seconds"] = time.perf_counter() - start
+    print(f"({result['wall_seconds'] / 60:.1f} minutes)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2, default=str)
