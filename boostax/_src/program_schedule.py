@@ -41,11 +41,10 @@ from boostax._src import validation
 # runs (a shorter planned run never compiles them at all).
 FREEZE_WARMUP_STEPS = 1024
 # A leading run of one depth runs that depth's own program (not the warm-up
-# program) when it spans the whole warm-up, or at least this fraction of it
-# and `MIN_LEAD_STEPS`: time enough for the warm-up program to compile in
-# the background before it is needed (on two CPU cores, about a tenth of
-# the default warm-up).
-MIN_LEAD_FRACTION = 1 / 8
+# program) when it spans the whole warm-up or at least this many train
+# steps: about the time the warm-up program takes to compile in the
+# background on two CPU cores while the bundled ResNet trains (~1.7 s at
+# ~15-25 ms a step), so that it is ready when the lead ends.
 MIN_LEAD_STEPS = 64
 
 
@@ -54,9 +53,8 @@ def lead_positions(freezing, warmup: int) -> int:
 
     The positions of the sequence's opening run of one program (its
     canonical depth), up to the warm-up's end, when that run spans the
-    whole warm-up, or at least `MIN_LEAD_FRACTION` of it and
-    `MIN_LEAD_STEPS`; else 0 (every warm-up position runs the warm-up
-    program). A function of the plan alone, so every machine
+    whole warm-up or at least `MIN_LEAD_STEPS`; else 0 (every warm-up
+    position runs the warm-up program). A function of the plan alone, so every machine
     runs the same program at each position.
     """
     if not warmup:
@@ -66,8 +64,7 @@ def lead_positions(freezing, warmup: int) -> int:
     if not len(others):
         return warmup  # one program throughout: the warm-up never needs one
     lead = min(int(others[0]) * freezing.micro_steps, warmup)
-    long_enough = lead >= max(MIN_LEAD_FRACTION * warmup, MIN_LEAD_STEPS)
-    return lead if lead == warmup or long_enough else 0
+    return lead if lead == warmup or lead >= MIN_LEAD_STEPS else 0
 
 
 def warmup_steps(value, freezing) -> int:
