@@ -42,6 +42,7 @@ from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
+from boostax._src import optimizer_sharding
 from boostax._src import precision as precision_lib
 from boostax._src import step_attributes as step_attributes_lib
 from boostax._src import step_checks, tree_utils, validation
@@ -61,11 +62,15 @@ class StepPlan(NamedTuple):
       template: ``{"params": treedef, "model_state": treedef}`` of the state
         the plan was built for (``None`` for a plan built from a restored
         state alone: only the optimizer slots are checked then).
+      opt_state_specs: with a sharded optimizer state
+        (``DataParallel(shard_optimizer_state=True)``), the
+        ``PartitionSpec`` of each of its leaves; otherwise ``None``.
     """
 
     optimizer: optax.GradientTransformation
     freezing: freezing_lib.Freezing | None
     template: dict[str, Any] | None = None
+    opt_state_specs: Any = None
 
 
 def check_skip_options(
@@ -202,7 +207,40 @@ class StepBuilder:
                 optimizer,
                 jax.eval_shape(lambda: self.init_opt_state(plan, params)),
             )
+        if self.data_parallel is not None:
+            if self.data_parallel.shard_optimizer_state:
+                plan = plan._replace(
+                    opt_state_specs=self._sharded_specs(plan, params)
+                )
         return plan
+
+    def _sharded_specs(self, plan: StepPlan, params):
+        """The specs of a sharded optimizer state, once the optimizer is
+        known to be correct on slices (`optimizer_sharding`)."""
+        dp = self.data_parallel
+        state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
+        if tree_utils.contains_state(state, dim_reduce_lib.DimReduceState):
+            raise ValueError(
+                "shard_optimizer_state cannot run DimReduce: its step "
+                "projects the whole parameter vector (and splits its PCA "
+                "matrix over the devices already). Use "
+                "shard_optimizer_state=False with it."
+            )
+        scalars = {}
+        if plan.freezing is not None:
+            scalars["freeze_update"] = jax.ShapeDtypeStruct((), jnp.int32)
+        if tree_utils.contains_state(
+            state, accumulation_lib.GradientAccumulationState
+        ):
+            scalars["skipped"] = jax.ShapeDtypeStruct((), jnp.bool_)
+        groups = plan.freezing and plan.freezing.group_optimizers
+        for optimizer in groups or (plan.optimizer,):
+            optimizer_sharding.check_elementwise(
+                optimizer, params, dp.num_devices, scalars
+            )
+        return dp.sharded_opt_state_specs(
+            lambda p: self.init_opt_state(plan, p), params
+        )
 
     # -- the initial state ------------------------------------------------
 
@@ -235,7 +273,9 @@ class StepBuilder:
         )
         if self.data_parallel is not None:
             # (Per-device optimizer states gain their device axis here.)
-            state = self.data_parallel.place_state(state)
+            state = self.data_parallel.place_state(
+                state, plan.opt_state_specs
+            )
         if self._reference is None:
             self._reference = step_checks.abstract_slots(state)
         return state
@@ -281,7 +321,8 @@ class StepBuilder:
         data_parallel = self.data_parallel
 
         def sharded(state, batch):
-            return data_parallel.shard_step(step, state)(state, batch)
+            specs = self.plan(state.params).opt_state_specs
+            return data_parallel.shard_step(step, state, specs)(state, batch)
 
         return sharded
 
@@ -387,14 +428,20 @@ class StepBuilder:
                 model_state,
                 keep=None if constant is None else constant(model_state),
             )
+        # The parameters the optimizer updates: this device's slices with a
+        # sharded optimizer state (`grads` are slices then), else all.
+        sharded = dp is not None and dp.shard_optimizer_state
+        own = dp.local_slices(state.params) if sharded else state.params
+        own_trainable = dp.local_slices(trainable) if sharded else trainable
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
-            grads = scaler.unscale(grads, scale_state, state.params)
-            new_scale, finite = scaler.adjust(scale_state, grads, state.params)
+            grads = scaler.unscale(grads, scale_state, own)
+            new_scale, finite = scaler.adjust(scale_state, grads, own)
             if dp is not None:
-                # Gradients may still differ per device (AdaSum of updates):
-                # an overflow anywhere backs off and skips everywhere.
+                # Gradients may still differ per device (AdaSum of updates,
+                # slices): an overflow anywhere backs off and skips
+                # everywhere.
                 new_scale, finite = dp.minimum((new_scale, finite))
             algorithms = algorithms._replace(loss_scale=new_scale)
             metrics = {
@@ -413,6 +460,8 @@ class StepBuilder:
         # Line searches (optax.lbfgs, DimReduce) re-evaluate the loss at
         # trial params on the same batch; unused, this closure costs nothing.
         def value_fn(p):
+            if sharded:
+                p = dp.gather(p, trainable)
             value = loss_fn(p)[1][0]
             return value if dp is None else dp.mean(value)
 
@@ -430,15 +479,15 @@ class StepBuilder:
         def apply(extra):
             if mask is None:
                 updates, opt_state = _update(
-                    plan.optimizer, grads, state.opt_state, trainable, extra
+                    plan.optimizer, grads, state.opt_state, own_trainable, extra
                 )
-                params = optax.apply_updates(state.params, updates)
+                params = optax.apply_updates(own, updates)
                 if trained is not None:
                     params, opt_state = freezing_lib.keep_frozen(
                         plan.optimizer,
                         trained,
                         (params, opt_state),
-                        (state.params, state.opt_state),
+                        (own, state.opt_state),
                     )
                 return params, opt_state, model_state
             updates, opt_state = plan.freezing.update(
@@ -446,17 +495,17 @@ class StepBuilder:
                 depth,
                 grads,
                 state.opt_state,
-                trainable,
+                own_trainable,
                 mask,
                 **extra,
             )
             params = freezing_lib.merge_trees(
-                optax.apply_updates(trainable, updates), state.params
+                optax.apply_updates(own_trainable, updates), own
             )
             return params, opt_state, model_state
 
         def keep():
-            return state.params, state.opt_state, state.model_state
+            return own, state.opt_state, state.model_state
 
         if finite is None:
             params, opt_state, model_state = apply(extra)
@@ -479,6 +528,14 @@ class StepBuilder:
             # state exactly as they were; only the optimizer sits in the cond.
             params, opt_state, model_state = jax.lax.cond(
                 finite, lambda: apply(extra), keep
+            )
+        if sharded:
+            # The new slices all-gathered; frozen leaves (a static mask)
+            # are the old params, sent nowhere.
+            if mask is not None:
+                params = freezing_lib.mask_tree(params, mask)
+            params = freezing_lib.merge_trees(
+                dp.gather(params, state.params), state.params
             )
         metrics = {
             **metrics,
