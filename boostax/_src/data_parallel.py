@@ -17,9 +17,9 @@ it first and AdaSum runs over the other axes (MindSpore's hierarchy).
 With ``shard_optimizer_state`` (``"mean"`` only), the gradients are
 reduce-scattered instead, each device updates its slice of the parameters
 and of the optimizer state, and the new slices are all-gathered
-(`boostax._src.optimizer_sharding`: ZeRO-1). Parameters stay replicated; BatchNorm statistics are averaged over all
-devices after each step; the loss-scale state is reduced so that every
-device skips the same steps.
+(`boostax._src.optimizer_sharding`: ZeRO-1). Parameters stay replicated;
+BatchNorm statistics are averaged over all devices after each step; the
+loss-scale state is reduced so that every device skips the same steps.
 
 Works across processes (``jax.distributed``) unchanged: every process
 passes its share of the global batch.
@@ -350,8 +350,8 @@ class DataParallel:
         Replicates everything; with a per-device optimizer state, stacks
         ``num_devices`` copies of it along a new leading axis, one per
         device; with a sharded one, splits its leaves as `opt_state_specs`
-        say (`sharded_opt_state_specs`). Works in every process of a multi-process run (each process
-        passes the same initial state).
+        say (`sharded_opt_state_specs`). Works in every process of a
+        multi-process run (each process passes the same initial state).
         """
         stack = self.per_device_optimizer_state
 

@@ -42,10 +42,9 @@ from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
-from boostax._src import optimizer_sharding
+from boostax._src import optimizer_sharding, step_checks, tree_utils, validation
 from boostax._src import precision as precision_lib
 from boostax._src import step_attributes as step_attributes_lib
-from boostax._src import step_checks, tree_utils, validation
 from boostax._src.train_state import AlgorithmStates, TrainState
 
 PyTree = Any
@@ -218,6 +217,7 @@ class StepBuilder:
         """The specs of a sharded optimizer state, once the optimizer is
         known to be correct on slices (`optimizer_sharding`)."""
         dp = self.data_parallel
+        assert dp is not None  # only called with a sharded data-parallel plan
         state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
         if tree_utils.contains_state(state, dim_reduce_lib.DimReduceState):
             raise ValueError(
@@ -273,9 +273,7 @@ class StepBuilder:
         )
         if self.data_parallel is not None:
             # (Per-device optimizer states gain their device axis here.)
-            state = self.data_parallel.place_state(
-                state, plan.opt_state_specs
-            )
+            state = self.data_parallel.place_state(state, plan.opt_state_specs)
         if self._reference is None:
             self._reference = step_checks.abstract_slots(state)
         return state
@@ -430,9 +428,11 @@ class StepBuilder:
             )
         # The parameters the optimizer updates: this device's slices with a
         # sharded optimizer state (`grads` are slices then), else all.
-        sharded = dp is not None and dp.shard_optimizer_state
-        own = dp.local_slices(state.params) if sharded else state.params
-        own_trainable = dp.local_slices(trainable) if sharded else trainable
+        sharded = dp if dp is not None and dp.shard_optimizer_state else None
+        own = sharded.local_slices(state.params) if sharded else state.params
+        own_trainable = (
+            sharded.local_slices(trainable) if sharded else trainable
+        )
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
@@ -461,7 +461,7 @@ class StepBuilder:
         # trial params on the same batch; unused, this closure costs nothing.
         def value_fn(p):
             if sharded:
-                p = dp.gather(p, trainable)
+                p = sharded.gather(p, trainable)
             value = loss_fn(p)[1][0]
             return value if dp is None else dp.mean(value)
 
@@ -535,7 +535,7 @@ class StepBuilder:
             if mask is not None:
                 params = freezing_lib.mask_tree(params, mask)
             params = freezing_lib.merge_trees(
-                dp.gather(params, state.params), state.params
+                sharded.gather(params, state.params), state.params
             )
         metrics = {
             **metrics,
