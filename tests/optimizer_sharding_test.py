@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from absl.testing import absltest, parameterized
+from jax.sharding import PartitionSpec as P
 
 import boostax
 from boostax._src import optimizer_sharding
@@ -52,7 +53,7 @@ def _mesh():
     return jax.make_mesh((8,), ("data",))
 
 
-def _steps(optimizer, steps=5, **kwargs):
+def _steps(optimizer, steps=5, mesh=None, **kwargs):
     """``(replicated, sharded)`` states after `steps` steps of each."""
     states = []
     for shard in (False, True):
@@ -60,7 +61,7 @@ def _steps(optimizer, steps=5, **kwargs):
             boostax.make_objective(loss_fn=loss_fn),
             optimizer,
             data_parallel=boostax.DataParallel(
-                _mesh(), shard_optimizer_state=shard
+                mesh or _mesh(), shard_optimizer_state=shard
             ),
             **kwargs,
         )
@@ -131,6 +132,17 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         )
         self.assertEqual(on_one, (whole - odd) // 8 + odd)
         self.assertLess(on_one, whole / 4)
+
+    def test_over_two_mesh_axes(self):
+        replicated, sharded = _steps(
+            optax.adam(1e-2), steps=3, mesh=boostax.node_mesh(4)
+        )
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        mu = sharded.opt_state[0].mu["hidden"]["w"]
+        self.assertEqual(mu.sharding.spec, P(None, ("node", "local")))
+        self.assertEqual(mu.addressable_shards[0].data.shape, (4, 1))
 
     def test_the_step_reduce_scatters_and_all_gathers(self):
         ts = boostax.make_train_step(
