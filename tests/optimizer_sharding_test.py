@@ -53,9 +53,9 @@ def _mesh():
     return jax.make_mesh((8,), ("data",))
 
 
-def _steps(optimizer, steps=5, mesh=None, **kwargs):
+def _steps(optimizer, steps=5, mesh=None, return_steps=False, **kwargs):
     """``(replicated, sharded)`` states after `steps` steps of each."""
-    states = []
+    states, steps_ = [], []
     for shard in (False, True):
         ts = boostax.TrainStep(
             boostax.make_objective(loss_fn=loss_fn),
@@ -69,6 +69,7 @@ def _steps(optimizer, steps=5, mesh=None, **kwargs):
         for seed in range(steps):
             state, _ = ts(state, _batch(seed))
         states.append(state)
+        steps_.append(ts)
         if shard:
             # Each program (freeze depth) compiled once.
             expected = 1
@@ -76,6 +77,8 @@ def _steps(optimizer, steps=5, mesh=None, **kwargs):
                 expected = len(set(np.asarray(kwargs["freezing"].sequence)))
                 expected += bool(kwargs["freeze_warmup_steps"])
             assert ts.trace_count == expected, ts.trace_count
+    if return_steps:
+        return states, steps_
     return states
 
 
@@ -205,19 +208,32 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
 
     @parameterized.parameters(0, 2)
     def test_freezing(self, warmup):
+        everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
         freezing = boostax.Freezing(
-            ((("hidden",), ("out",), ("odd",)), (("out",),)),
+            (everything, (("out", "w"), ("odd",))),
             np.asarray([0, 1, 1, 0, 1], np.int32),
         )
-        replicated, sharded = _steps(
+        (replicated, sharded), (_, ts) = _steps(
             optax.sgd(0.1, momentum=0.9),
             freezing=freezing,
             freeze_warmup_steps=warmup,
             steps=5,
+            return_steps=True,
         )
         _utils.assert_trees_all_close(
             sharded.params, replicated.params, rtol=1e-5, atol=1e-6
         )
+        if not warmup:
+            # The frozen leaves are neither reduced nor gathered.
+            compiled = ts.compile_all(sharded, _batch(0))
+            gathers = [
+                boostax.collective_bytes(compiled[k].compiled.as_text())[1]
+                for k in (0, 1)
+            ]
+            self.assertLess(gathers[1]["all-gather"], gathers[0]["all-gather"])
+            self.assertLess(
+                gathers[1]["reduce-scatter"], gathers[0]["reduce-scatter"]
+            )
 
     @parameterized.named_parameters(
         (

@@ -245,13 +245,14 @@ class DataParallel:
             tree, self.axes, self.num_devices
         )
 
-    def gather(self, slices, like):
+    def gather(self, slices, like, mask=None):
         """The whole leaves of this device's `slices` (all-gathered; the
-        identity unless `shard_optimizer_state`); `like`: whole leaves."""
+        identity unless `shard_optimizer_state`); `like`: whole leaves,
+        returned where the static bool tree `mask` is False."""
         if not self.shard_optimizer_state:
             return slices
         return optimizer_sharding.gather(
-            slices, like, self.axes, self.num_devices
+            slices, like, self.axes, self.num_devices, mask
         )
 
     def mean(self, tree, keep=None):

@@ -201,25 +201,31 @@ def local_slices(tree, axes: tuple[str, ...], num_shards: int):
     return jax.tree.map(take, tree)
 
 
-def gather(slices, like, axes: tuple[str, ...], num_shards: int):
+def gather(slices, like, axes: tuple[str, ...], num_shards: int, mask=None):
     """The whole leaves of `slices`, all-gathered over the devices.
 
     Args:
       slices: each device's slices (``optax.MaskedNode`` leaves pass
         through).
-      like: the whole leaves (only their shapes are read): which axis each
-        leaf was split along.
+      like: the whole leaves: which axis each leaf was split along.
+      mask: ``None``, or a bool per leaf (Python bools): where False, the
+        leaf of `like` is returned and nothing is sent (a frozen leaf,
+        whose slices are those of `like`).
     """
+    if mask is None:
+        mask = jax.tree.map(lambda _: True, like)
 
-    def put_together(part, whole):
+    def put_together(part, whole, keep):
         if _is_masked(part):
             return part
+        if not keep:
+            return whole
         axis = split_axis(jnp.shape(whole), num_shards)
         if axis is None:
             return part
         return lax.all_gather(part, axes, axis=axis, tiled=True)
 
-    return jax.tree.map(put_together, slices, like, is_leaf=_is_masked)
+    return jax.tree.map(put_together, slices, like, mask, is_leaf=_is_masked)
 
 
 # -- the elementwise check ---------------------------------------------------

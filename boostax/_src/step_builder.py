@@ -426,18 +426,19 @@ class StepBuilder:
                 model_state,
                 keep=None if constant is None else constant(model_state),
             )
-        # The parameters the optimizer updates: this device's slices with a
-        # sharded optimizer state (`grads` are slices then), else all.
         sharded = dp if dp is not None and dp.shard_optimizer_state else None
-        own = sharded.local_slices(state.params) if sharded else state.params
-        own_trainable = (
-            sharded.local_slices(trainable) if sharded else trainable
-        )
+        if sharded:
+            # A sharded optimizer state: `grads` are this device's slices,
+            # and from here on so are `state.params` and `trainable` (the
+            # new slices are all-gathered after the update).
+            whole_params, whole_trainable = state.params, trainable
+            state = state.replace(params=sharded.local_slices(state.params))
+            trainable = sharded.local_slices(trainable)
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
-            grads = scaler.unscale(grads, scale_state, own)
-            new_scale, finite = scaler.adjust(scale_state, grads, own)
+            grads = scaler.unscale(grads, scale_state, state.params)
+            new_scale, finite = scaler.adjust(scale_state, grads, state.params)
             if dp is not None:
                 # Gradients may still differ per device (AdaSum of updates,
                 # slices): an overflow anywhere backs off and skips
@@ -461,7 +462,7 @@ class StepBuilder:
         # trial params on the same batch; unused, this closure costs nothing.
         def value_fn(p):
             if sharded:
-                p = sharded.gather(p, trainable)
+                p = sharded.gather(p, whole_trainable)
             value = loss_fn(p)[1][0]
             return value if dp is None else dp.mean(value)
 
@@ -479,15 +480,15 @@ class StepBuilder:
         def apply(extra):
             if mask is None:
                 updates, opt_state = _update(
-                    plan.optimizer, grads, state.opt_state, own_trainable, extra
+                    plan.optimizer, grads, state.opt_state, trainable, extra
                 )
-                params = optax.apply_updates(own, updates)
+                params = optax.apply_updates(state.params, updates)
                 if trained is not None:
                     params, opt_state = freezing_lib.keep_frozen(
                         plan.optimizer,
                         trained,
                         (params, opt_state),
-                        (own, state.opt_state),
+                        (state.params, state.opt_state),
                     )
                 return params, opt_state, model_state
             updates, opt_state = plan.freezing.update(
@@ -495,17 +496,17 @@ class StepBuilder:
                 depth,
                 grads,
                 state.opt_state,
-                own_trainable,
+                trainable,
                 mask,
                 **extra,
             )
             params = freezing_lib.merge_trees(
-                optax.apply_updates(own_trainable, updates), own
+                optax.apply_updates(trainable, updates), state.params
             )
             return params, opt_state, model_state
 
         def keep():
-            return own, state.opt_state, state.model_state
+            return state.params, state.opt_state, state.model_state
 
         if finite is None:
             params, opt_state, model_state = apply(extra)
@@ -532,11 +533,7 @@ class StepBuilder:
         if sharded:
             # The new slices all-gathered; frozen leaves (a static mask)
             # are the old params, sent nowhere.
-            if mask is not None:
-                params = freezing_lib.mask_tree(params, mask)
-            params = freezing_lib.merge_trees(
-                sharded.gather(params, state.params), state.params
-            )
+            params = sharded.gather(params, whole_params, mask)
         metrics = {
             **metrics,
             **optimizer_metrics(own_opt_state(plan, opt_state, depth), finite),
