@@ -7,10 +7,13 @@ the same optimizer: the same params after a few steps, and 1/8 of the
 optimizer state on each device.
 """
 
+import tempfile
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import orbax.checkpoint as ocp
 from absl.testing import absltest, parameterized
 from jax.sharding import PartitionSpec as P
 
@@ -260,6 +263,45 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
             ),
         )
         with self.assertRaisesRegex(ValueError, "correct only for elementwise"):
+            ts.init(_params())
+
+    def test_orbax_restores_the_sharded_state(self):
+        # docs/checkpointing.md's recipe: restore into a fresh state's
+        # shapes and shardings.
+        ts = boostax.make_train_step(
+            optax.adam(1e-2),
+            loss_fn=loss_fn,
+            data_parallel=boostax.DataParallel(
+                _mesh(), shard_optimizer_state=True
+            ),
+        )
+        state, _ = ts(ts.init(_params()), _batch(0))
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            ocp.CheckpointManager(tmp) as m,
+        ):
+            m.save(1, args=ocp.args.StandardSave(state))
+            m.wait_until_finished()
+            target = jax.tree.map(
+                ocp.utils.to_shape_dtype_struct, ts.init(_params())
+            )
+            restored = m.restore(1, args=ocp.args.StandardRestore(target))
+        mu = restored.opt_state[0].mu["hidden"]["w"]
+        self.assertEqual(mu.sharding.spec, P(None, "data"))
+        _utils.assert_trees_equal(
+            jax.device_get(ts(restored, _batch(1))[0]),
+            jax.device_get(ts(state, _batch(1))[0]),
+        )
+
+    def test_refuses_dim_reduce(self):
+        ts = boostax.make_train_step(
+            boostax.dim_reduce(np.eye(8, 51, dtype=np.float32)),
+            loss_fn=loss_fn,
+            data_parallel=boostax.DataParallel(
+                _mesh(), shard_optimizer_state=True
+            ),
+        )
+        with self.assertRaisesRegex(ValueError, "cannot run DimReduce"):
             ts.init(_params())
 
     def test_elementwise_clipping_is_accepted(self):
