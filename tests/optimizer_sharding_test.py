@@ -201,13 +201,22 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
 
     def test_accumulation(self):
         optimizer = boostax.gradient_accumulation(optax.adam(1e-2), 2)
-        replicated, sharded = _steps(optimizer, steps=4)
+        (replicated, sharded), (_, ts) = _steps(
+            optimizer, steps=5, return_steps=True
+        )
         _utils.assert_trees_all_close(
             sharded.params, replicated.params, rtol=1e-5, atol=1e-6
         )
         # The accumulator is split like the slots it feeds.
         acc = sharded.opt_state.acc_grads["out"]["w"]
         self.assertEqual(acc.addressable_shards[0].data.shape, (1, 1))
+        # The new params are gathered only on the micro-steps that update:
+        # in a branch of a conditional, not in the entry computation.
+        hlo = ts.lower(sharded, _batch(0)).compile().as_text()
+        entry = hlo[hlo.index("\nENTRY") :]
+        entry = entry[: entry.index("\n}")]
+        self.assertIn("all-gather", hlo)
+        self.assertNotIn("all-gather", entry)
 
     @parameterized.parameters(0, 2)
     def test_freezing(self, warmup):

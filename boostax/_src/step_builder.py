@@ -393,6 +393,25 @@ class StepBuilder:
         reduced = self.data_parallel.reduce_gradients(sent)
         return jax.tree.map(lambda r, g: r.astype(g.dtype), reduced, grads)
 
+    @staticmethod
+    def _gather(dp, opt_state, slices, whole, mask):
+        """The whole new params from each device's `slices`.
+
+        With gradient accumulation, only a micro-step that updated gathers
+        them: the others left every slice as it was (`whole`), so the
+        all-gather runs once per update.
+        """
+        acc = tree_utils.find_state(
+            opt_state, accumulation_lib.GradientAccumulationState
+        )
+        if acc is None:
+            return dp.gather(slices, whole, mask)
+        return jax.lax.cond(
+            accumulation_lib.has_updated(acc),
+            lambda: dp.gather(slices, whole, mask),
+            lambda: whole,
+        )
+
     def _step(self, plan: StepPlan, state: TrainState, batch, depth):
         with self._count_lock:
             self.trace_count += 1
@@ -533,7 +552,13 @@ class StepBuilder:
         if sharded:
             # The new slices all-gathered; frozen leaves (a static mask)
             # are the old params, sent nowhere.
-            params = sharded.gather(params, whole_params, mask)
+            params = self._gather(
+                sharded,
+                own_opt_state(plan, opt_state, depth),
+                params,
+                whole_params,
+                mask,
+            )
         metrics = {
             **metrics,
             **optimizer_metrics(own_opt_state(plan, opt_state, depth), finite),
