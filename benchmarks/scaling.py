@@ -14,7 +14,14 @@ run:
   within each node of D devices, the optimizer's updates AdaSum'd across
   nodes), its step with nothing frozen and, unless ``--quick``, every
   freeze depth weighted by how often the freezing sequence runs it
-  (`boostax.cost_report`).
+  (`boostax.cost_report`);
+- ``sharded``: the mean step with the optimizer state split over the
+  devices, ``boostax.DataParallel(mesh, shard_optimizer_state=True)``
+  (ZeRO-1: gradients reduce-scattered, each device updating its slice,
+  new parameters all-gathered): its collective bytes against the
+  all-reduce minimum 2n(P-1)/P, and the optimizer-state and argument bytes
+  each device holds (the state's shards; the compiled program's
+  ``memory_analysis``) against the mean step's.
 
 Per step and device: the bytes sent in collectives (`boostax.collective_bytes`
 on the compiled HLO), split by the replica groups (source-target pairs for a
@@ -110,6 +117,17 @@ def _nbytes(tree) -> int:
     )
 
 
+def _bytes_on_first_device(tree) -> int:
+    """Bytes of `tree`'s arrays held by the lowest-numbered device."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        first = min(leaf.sharding.device_set, key=lambda d: d.id)
+        total += sum(
+            s.data.nbytes for s in leaf.addressable_shards if s.device == first
+        )
+    return total
+
+
 # --------------------------------------------------------------------------
 # Collective bytes by where they go.
 
@@ -180,7 +198,11 @@ def measure(name: str, nodes: int, per_node: int, args) -> dict:
         loss=models.cross_entropy,
         data_parallel=boostax.DataParallel(mesh),
     )
-    plain_compiled = plain.lower(plain.init(variables), batch).compile()
+    plain_state = plain.init(variables)
+    plain_compiled = plain.lower(plain_state, batch).compile()
+    sharded = _sharded(
+        optimizer, model, mesh, variables, batch, plain_state, plain_compiled
+    )
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -238,7 +260,40 @@ def measure(name: str, nodes: int, per_node: int, args) -> dict:
         "param_bytes": _nbytes(variables["params"]),
         "mean": split_bytes(plain_compiled.as_text(), devices, per_node),
         "O2": o2,
+        "sharded": {
+            **sharded,
+            "collectives": split_bytes(sharded.pop("hlo"), devices, per_node),
+        },
         "seconds": time.perf_counter() - start,
+    }
+
+
+def _sharded(optimizer, model, mesh, variables, batch, plain_state, plain):
+    """The mean step with a sharded optimizer state, against `plain`'s."""
+    step = boostax.make_train_step(
+        optimizer,
+        model=model,
+        loss=models.cross_entropy,
+        data_parallel=boostax.DataParallel(mesh, shard_optimizer_state=True),
+    )
+    state = step.init(variables)
+    compiled = step.lower(state, batch).compile()
+    devices = mesh.devices.size
+    param_bytes = _nbytes(variables["params"])
+    return {
+        "hlo": compiled.as_text(),
+        "all_reduce_minimum": 2 * param_bytes * (devices - 1) / devices,
+        "opt_state_bytes": _nbytes(state.opt_state),
+        "opt_state_bytes_per_device": _bytes_on_first_device(state.opt_state),
+        "mean_opt_state_bytes_per_device": _bytes_on_first_device(
+            plain_state.opt_state
+        ),
+        "argument_bytes_per_device": (
+            compiled.memory_analysis().argument_size_in_bytes
+        ),
+        "mean_argument_bytes_per_device": (
+            plain.memory_analysis().argument_size_in_bytes
+        ),
     }
 
 
@@ -270,6 +325,29 @@ def print_table(rows: list[dict]) -> None:
             f"{_kb(first['across_nodes'])} {_kb(first['spanning_nodes'])} "
             f"{first['total'] / m['total']:>6.2f} "
             f"{'' if weighted is None else _kb(weighted):>8}"
+        )
+
+
+def print_sharded_table(rows: list[dict]) -> None:
+    print(
+        "\nSharded optimizer state (ZeRO-1) vs the mean step, per device: "
+        "kB sent, optimizer state, step arguments"
+    )
+    print(
+        f"  {'model':<12} {'P':>3} | {'mean':>8} {'sharded':>8} "
+        f"{'2n(P-1)/P':>9} | {'state':>8} {'sharded':>8} | "
+        f"{'args':>8} {'sharded':>8}"
+    )
+    for r in rows:
+        s = r["sharded"]
+        print(
+            f"  {r['name']:<12} {r['devices']:>3} |"
+            f"{_kb(r['mean']['total'])} {_kb(s['collectives']['total'])} "
+            f"{_kb(s['all_reduce_minimum']):>9} |"
+            f"{_kb(s['mean_opt_state_bytes_per_device'])} "
+            f"{_kb(s['opt_state_bytes_per_device'])} |"
+            f"{_kb(s['mean_argument_bytes_per_device'])} "
+            f"{_kb(s['argument_bytes_per_device'])}"
         )
 
 
@@ -313,6 +391,7 @@ def main(argv=None) -> dict:
             print(f"compiling {name} on {nodes} x {per_node}", flush=True)
             rows.append({"name": name, **measure(name, nodes, per_node, args)})
     print_table(rows)
+    print_sharded_table(rows)
     result = {
         "benchmark": "scaling",
         "quick": args.quick,

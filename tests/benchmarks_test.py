@@ -87,6 +87,8 @@ class BenchmarksTest(parameterized.TestCase):
             result["compilation_cache_dir"],
             os.environ["JAX_COMPILATION_CACHE_DIR"],
         )
+        if os.path.basename(script) == "scaling.py":
+            _check_sharded_rows(self, result)
 
     def test_speedup_less_bn_ablation(self):
         result = _run_quick(
@@ -220,6 +222,30 @@ class BenchmarksTest(parameterized.TestCase):
             len(result["corpus"]["train_files"])
             + len(result["corpus"]["validation_files"]),
             result["corpus"]["files"],
+        )
+
+
+def _check_sharded_rows(test, result):
+    """scaling.py's ZeRO-1 rows: the bytes of one all-reduce, 1/P of the
+    optimizer state on each device."""
+    for row in result["configurations"]:
+        sharded, devices = row["sharded"], row["devices"]
+        sent = sharded["collectives"]
+        test.assertIn("reduce-scatter", sent["collectives"])
+        test.assertIn("all-gather", sent["collectives"])
+        # The mean step's all-reduce also carries BatchNorm statistics.
+        test.assertAlmostEqual(
+            sent["total"] / row["mean"]["total"], 1.0, delta=0.01
+        )
+        test.assertGreaterEqual(sent["total"], sharded["all_reduce_minimum"])
+        whole = sharded["opt_state_bytes"]
+        test.assertEqual(sharded["mean_opt_state_bytes_per_device"], whole)
+        # A few small leaves have no axis divisible by P: kept whole.
+        per_device = sharded["opt_state_bytes_per_device"]
+        test.assertBetween(per_device, whole / devices, 1.05 * whole / devices)
+        test.assertLess(
+            sharded["argument_bytes_per_device"],
+            sharded["mean_argument_bytes_per_device"] - 0.8 * whole,
         )
 
 

@@ -71,6 +71,7 @@ CONCEPTS = {
     "train_step_bytes": "step_bytes: the bytes of one program of a TrainStep",
     "step_context": "the traced step's context: precision policy, data axes",
     "objective_options": "a step's model/loss options, gathered once",
+    "optimizer_sharding": "optimizer state split over the data axes (ZeRO-1)",
     "step_checks": "checks at a step's boundary: is this state its own?",
     "step_factory": "make_train_step: a TrainStep from a model and optimizer",
     "timing": "step-time ratios that survive a noisy machine",

@@ -45,6 +45,7 @@ def auto_boost(
     loss_scale: Any = None,
     precision: Any = None,
     mesh: Mesh | None = None,
+    shard_optimizer_state: bool = False,
     pca_matrix: Any = None,
     trajectory: Any = None,
     donate_state: bool = False,
@@ -106,6 +107,11 @@ def auto_boost(
         AdaSum'd across nodes. A 2-D mesh gives the (node, local) axes
         directly. In a multi-process run, each process passes its share of
         every batch.
+      shard_optimizer_state: with `mesh` and averaging (AdaSum off), split
+        the optimizer state over the devices (ZeRO-1, see
+        `DataParallel`): 1/D of it per device, the same bytes sent.
+        Elementwise optimizers only; not built with AdaSum
+        (``NotImplementedError``). Default ``False``.
       pca_matrix: with ``dim_reduce``, the ``(n_components, n_params)``
         PCA matrix of the weight trajectory (default: from the config's
         ``pca_mat_path`` / ``weight_load_dir``, or `trajectory`).
@@ -269,7 +275,9 @@ def auto_boost(
             options.model, boost_config, sample_inputs
         )
         optimizer = components.with_freeze_out(optimizer, boost_config, groups)
-    data_parallel = components.data_parallel_from_config(boost_config, mesh)
+    data_parallel = components.data_parallel_from_config(
+        boost_config, mesh, shard_optimizer_state=shard_optimizer_state
+    )
     if boost_config.is_enabled("dim_reduce"):
         # DimReduce is the optimizer (MindSpore: SGD(lr=1) applying its step).
         optimizer = components.dim_reduce_from_config(

@@ -376,9 +376,15 @@ def loss_scale_from_config(config: config_lib.BoostConfig, loss_scale: Any):
 
 
 def data_parallel_from_config(
-    config: config_lib.BoostConfig, mesh: Mesh | None
+    config: config_lib.BoostConfig,
+    mesh: Mesh | None,
+    *,
+    shard_optimizer_state: bool = False,
 ) -> data_parallel_lib.DataParallel | None:
     """The data-parallel plan of `mesh` under the config's ``adasum`` switch.
+
+    `shard_optimizer_state` goes to the `DataParallel` plan (it needs a
+    `mesh`, and is not built with AdaSum).
 
     Without AdaSum, gradients are averaged over every device of `mesh`.
     With it, a 1-D mesh is cut into nodes of ``common.device_number``
@@ -394,9 +400,21 @@ def data_parallel_from_config(
             Mesh,
             "a jax.sharding.Mesh (e.g. jax.make_mesh((n,), ('data',))) or None",
         )
+    validation.check_bool("shard_optimizer_state", shard_optimizer_state)
+    if shard_optimizer_state and mesh is None:
+        raise ValueError(
+            "`shard_optimizer_state=True` splits the optimizer state over "
+            "the devices of a mesh: pass `mesh=` (a jax.sharding.Mesh)."
+        )
     adasum_on = config.is_enabled("adasum")
     if not adasum_on:
-        return None if mesh is None else data_parallel_lib.DataParallel(mesh)
+        return (
+            None
+            if mesh is None
+            else data_parallel_lib.DataParallel(
+                mesh, shard_optimizer_state=shard_optimizer_state
+            )
+        )
     if mesh is None:
         user_warnings.warn(
             "AdaSum combines the updates of data-parallel devices, and this "
@@ -416,7 +434,10 @@ def data_parallel_from_config(
         )
     local_axis = mesh.axis_names[1] if len(mesh.axis_names) == 2 else None
     dp = data_parallel_lib.DataParallel(
-        mesh, reduction="adasum", local_axis=local_axis
+        mesh,
+        reduction="adasum",
+        local_axis=local_axis,
+        shard_optimizer_state=shard_optimizer_state,
     )
     if dp.num_nodes == 1:
         user_warnings.warn(
@@ -426,5 +447,7 @@ def data_parallel_from_config(
             "Set `common.device_number` to the devices per node (1: AdaSum "
             "over every device)."
         )
-        return data_parallel_lib.DataParallel(mesh)
+        return data_parallel_lib.DataParallel(
+            mesh, shard_optimizer_state=shard_optimizer_state
+        )
     return dp

@@ -14,9 +14,12 @@ its gradients, and the devices combine them:
 
 With a ``local_axis`` (devices within a node), gradients are averaged over
 it first and AdaSum runs over the other axes (MindSpore's hierarchy).
-Parameters stay replicated; BatchNorm statistics are averaged over all
-devices after each step; the loss-scale state is reduced so that every
-device skips the same steps.
+With ``shard_optimizer_state`` (``"mean"`` only), the gradients are
+reduce-scattered instead, each device updates its slice of the parameters
+and of the optimizer state, and the new slices are all-gathered
+(`boostax._src.optimizer_sharding`: ZeRO-1). Parameters stay replicated;
+BatchNorm statistics are averaged over all devices after each step; the
+loss-scale state is reduced so that every device skips the same steps.
 
 Works across processes (``jax.distributed``) unchanged: every process
 passes its share of the global batch.
@@ -38,7 +41,7 @@ from jax.sharding import PartitionSpec as P
 
 from boostax._src import adasum as adasum_lib
 from boostax._src import dim_reduce as dim_reduce_lib
-from boostax._src import validation
+from boostax._src import optimizer_sharding, validation
 from boostax._src.tree_utils import contains_state
 
 REDUCTIONS = ("mean", "adasum", "adasum_gradients")
@@ -72,6 +75,18 @@ class DataParallel:
         gradients are averaged over it, AdaSum runs over the other axes.
         ``None``: AdaSum over every device.
       eps: AdaSum's epsilon on dot products and squared norms.
+      shard_optimizer_state: with ``"mean"``, store the optimizer state
+        split over the devices (1/D of it on each) and run the optimizer on
+        each device's slice: gradients reduce-scattered, new parameters
+        all-gathered (ZeRO-1; the same bytes as one all-reduce). A leaf is
+        split along its first axis whose size is a multiple of the device
+        count; a leaf with none stays whole on every device. Only
+        elementwise optimizers (SGD, momentum, Adam, AdamW) are accepted:
+        one that reads a whole leaf or tree (global-norm clipping,
+        LARS/LAMB, gradient centralization, Adafactor, Muon, DimReduce) is
+        refused when the step is built. Default ``False``: the state then
+        stays whole on every device, which any optimizer allows and which
+        costs nothing while it fits in memory.
 
     Example:
       >>> import jax, optax, boostax
@@ -85,6 +100,7 @@ class DataParallel:
     reduction: str = "mean"
     local_axis: str | None = None
     eps: float = 1e-12
+    shard_optimizer_state: bool = False
 
     def __post_init__(self):
         validation.check_instance(
@@ -118,6 +134,19 @@ class DataParallel:
                     f"got the mesh axes {tuple(self.mesh.axis_names)}."
                 )
         adasum_lib.check_eps(self.eps)
+        validation.check_bool(
+            "shard_optimizer_state", self.shard_optimizer_state
+        )
+        if self.shard_optimizer_state and self.reduction != "mean":
+            raise NotImplementedError(
+                "shard_optimizer_state is built for reduction='mean' only; "
+                f"with {self.reduction!r} it is not: AdaSum combines whole "
+                "updates or gradients of every leaf (and 'adasum' keeps a "
+                "state per device), and a sharded variant (AdaSum of each "
+                "device's slices after the reduce-scatter, the optimizer "
+                "state split within a node) is not implemented. Use "
+                "shard_optimizer_state=False with AdaSum."
+            )
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -183,7 +212,15 @@ class DataParallel:
         return lax.axis_index(self.axes)
 
     def reduce_gradients(self, grads):
-        """Combines the devices' gradients as the reduction says."""
+        """Combines the devices' gradients as the reduction says.
+
+        With `shard_optimizer_state`, returns this device's slices of the
+        mean (`local_slices`).
+        """
+        if self.shard_optimizer_state:
+            return optimizer_sharding.reduce_scatter_mean(
+                grads, self.axes, self.num_devices
+            )
         if self.reduction == "mean":
             return lax.pmean(grads, self.axes)
         if self.reduction == "adasum_gradients":
@@ -198,6 +235,25 @@ class DataParallel:
                 eps=self.eps,
             )
         return grads  # "adasum": the optimizer reduces its updates
+
+    def local_slices(self, tree):
+        """This device's slices of replicated leaves (the identity unless
+        `shard_optimizer_state`)."""
+        if not self.shard_optimizer_state:
+            return tree
+        return optimizer_sharding.local_slices(
+            tree, self.axes, self.num_devices
+        )
+
+    def gather(self, slices, like, mask=None):
+        """The whole leaves of this device's `slices` (all-gathered; the
+        identity unless `shard_optimizer_state`); `like`: whole leaves,
+        returned where the static bool tree `mask` is False."""
+        if not self.shard_optimizer_state:
+            return slices
+        return optimizer_sharding.gather(
+            slices, like, self.axes, self.num_devices, mask
+        )
 
     def mean(self, tree, keep=None):
         """The mean over all devices of the floating-point leaves.
@@ -230,25 +286,46 @@ class DataParallel:
 
     # -- placement ---------------------------------------------------------
 
-    def state_specs(self, state):
+    def sharded_opt_state_specs(self, init, params):
+        """With `shard_optimizer_state`, the spec of each leaf of the state
+        ``init(params)``: split like the parameters' slices, or replicated.
+
+        Args:
+          init: ``params -> optimizer state``.
+          params: the whole parameters (arrays or shapes).
+        """
+        local = optimizer_sharding.abstract_slices(params, self.num_devices)
+        return optimizer_sharding.opt_state_specs(
+            jax.eval_shape(init, params), jax.eval_shape(init, local), self.axes
+        )
+
+    def state_specs(self, state, opt_state_specs=None):
         """The ``shard_map`` specs of a `TrainState` (a pytree prefix).
 
         Everything is replicated but a per-device optimizer state (stacked
-        along a leading device axis) and DimReduce's PCA matrix (its rows
+        along a leading device axis), a sharded one (`opt_state_specs`, from
+        `sharded_opt_state_specs`) and DimReduce's PCA matrix (its rows
         split over the devices).
         """
         return state.replace(
             step=P(),
             params=P(),
-            opt_state=self._opt_state_specs(state.opt_state),
+            opt_state=self._opt_state_specs(state.opt_state, opt_state_specs),
             model_state=P(),
             rng=P(),
             algorithms=P(),
         )
 
-    def _opt_state_specs(self, opt_state):
+    def _opt_state_specs(self, opt_state, sharded=None):
         if self.per_device_optimizer_state:
             return P(self.axes)
+        if self.shard_optimizer_state:
+            if sharded is None:
+                raise ValueError(
+                    "shard_optimizer_state: pass the optimizer state's specs "
+                    "(`sharded_opt_state_specs`)."
+                )
+            return sharded
 
         def spec(node):
             if not isinstance(node, dim_reduce_lib.DimReduceState):
@@ -268,13 +345,14 @@ class DataParallel:
     def batch_spec(self) -> P:
         return P(self.axes)
 
-    def place_state(self, state):
+    def place_state(self, state, opt_state_specs=None):
         """Puts a host-side `TrainState` on the mesh.
 
         Replicates everything; with a per-device optimizer state, stacks
         ``num_devices`` copies of it along a new leading axis, one per
-        device. Works in every process of a multi-process run (each process
-        passes the same initial state).
+        device; with a sharded one, splits its leaves as `opt_state_specs`
+        say (`sharded_opt_state_specs`). Works in every process of a
+        multi-process run (each process passes the same initial state).
         """
         stack = self.per_device_optimizer_state
 
@@ -300,7 +378,7 @@ class DataParallel:
 
         opt_state = jax.tree.map(
             lambda spec, tree: put_tree(spec, tree, stack),
-            self._opt_state_specs(state.opt_state),
+            self._opt_state_specs(state.opt_state, opt_state_specs),
             state.opt_state,
             is_leaf=lambda x: isinstance(x, P),
         )
@@ -331,11 +409,12 @@ class DataParallel:
 
         return jax.tree.map(put, batch)
 
-    def shard_step(self, step, state):
+    def shard_step(self, step, state, opt_state_specs=None):
         """``step(state, batch)`` run per device under ``jax.shard_map``.
 
         A per-device optimizer state enters as this device's slice and
-        leaves with its leading axis back.
+        leaves with its leading axis back; a sharded one
+        (`opt_state_specs`) enters and leaves as this device's slices.
         """
         per_device = self.per_device_optimizer_state
 
@@ -353,7 +432,7 @@ class DataParallel:
                 )
             return new_state, metrics
 
-        specs = self.state_specs(state)
+        specs = self.state_specs(state, opt_state_specs)
         # The replicated outputs are made identical by collectives whose
         # results JAX cannot prove invariant (AdaSum's ppermutes, per-device
         # optimizer updates), hence no varying-axes check.

@@ -54,8 +54,8 @@ def lead_positions(freezing, warmup: int) -> int:
     The positions of the sequence's opening run of one program (its
     canonical depth), up to the warm-up's end, when that run spans the
     whole warm-up or at least `MIN_LEAD_STEPS`; else 0 (every warm-up
-    position runs the warm-up program). A function of the plan alone, so every machine
-    runs the same program at each position.
+    position runs the warm-up program). A function of the plan alone, so
+    every machine runs the same program at each position.
     """
     if not warmup:
         return 0

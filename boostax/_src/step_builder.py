@@ -42,8 +42,14 @@ from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
+from boostax._src import (
+    optimizer_sharding,
+    step_checks,
+    step_context,
+    tree_utils,
+    validation,
+)
 from boostax._src import precision as precision_lib
-from boostax._src import step_checks, step_context, tree_utils, validation
 from boostax._src.masked_update import keep_frozen, mask_tree, merge_trees
 from boostax._src.train_state import AlgorithmStates, TrainState
 
@@ -61,11 +67,15 @@ class StepPlan(NamedTuple):
       template: ``{"params": treedef, "model_state": treedef}`` of the state
         the plan was built for (``None`` for a plan built from a restored
         state alone: only the optimizer slots are checked then).
+      opt_state_specs: with a sharded optimizer state
+        (``DataParallel(shard_optimizer_state=True)``), the
+        ``PartitionSpec`` of each of its leaves; otherwise ``None``.
     """
 
     optimizer: optax.GradientTransformation
     freezing: freezing_lib.Freezing | None
     template: dict[str, Any] | None = None
+    opt_state_specs: Any = None
 
 
 def check_skip_options(
@@ -202,7 +212,41 @@ class StepBuilder:
                 optimizer,
                 jax.eval_shape(lambda: self.init_opt_state(plan, params)),
             )
+        if self.data_parallel is not None:
+            if self.data_parallel.shard_optimizer_state:
+                plan = plan._replace(
+                    opt_state_specs=self._sharded_specs(plan, params)
+                )
         return plan
+
+    def _sharded_specs(self, plan: StepPlan, params):
+        """The specs of a sharded optimizer state, once the optimizer is
+        known to be correct on slices (`optimizer_sharding`)."""
+        dp = self.data_parallel
+        assert dp is not None  # only called with a sharded data-parallel plan
+        state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
+        if tree_utils.contains_state(state, dim_reduce_lib.DimReduceState):
+            raise ValueError(
+                "shard_optimizer_state cannot run DimReduce: its step "
+                "projects the whole parameter vector (and splits its PCA "
+                "matrix over the devices already). Use "
+                "shard_optimizer_state=False with it."
+            )
+        scalars = {}
+        if plan.freezing is not None:
+            scalars["freeze_update"] = jax.ShapeDtypeStruct((), jnp.int32)
+        if tree_utils.contains_state(
+            state, accumulation_lib.GradientAccumulationState
+        ):
+            scalars["skipped"] = jax.ShapeDtypeStruct((), jnp.bool_)
+        groups = plan.freezing and plan.freezing.group_optimizers
+        for optimizer in groups or (plan.optimizer,):
+            optimizer_sharding.check_elementwise(
+                optimizer, params, dp.num_devices, scalars
+            )
+        return dp.sharded_opt_state_specs(
+            lambda p: self.init_opt_state(plan, p), params
+        )
 
     # -- the initial state ------------------------------------------------
 
@@ -235,7 +279,7 @@ class StepBuilder:
         )
         if self.data_parallel is not None:
             # (Per-device optimizer states gain their device axis here.)
-            state = self.data_parallel.place_state(state)
+            state = self.data_parallel.place_state(state, plan.opt_state_specs)
         if self._reference is None:
             self._reference = step_checks.abstract_slots(state)
         return state
@@ -281,7 +325,8 @@ class StepBuilder:
         data_parallel = self.data_parallel
 
         def sharded(state, batch):
-            return data_parallel.shard_step(step, state)(state, batch)
+            specs = self.plan(state.params).opt_state_specs
+            return data_parallel.shard_step(step, state, specs)(state, batch)
 
         return sharded
 
@@ -355,6 +400,25 @@ class StepBuilder:
         reduced = self.data_parallel.reduce_gradients(sent)
         return jax.tree.map(lambda r, g: r.astype(g.dtype), reduced, grads)
 
+    @staticmethod
+    def _gather(dp, opt_state, slices, whole, mask):
+        """The whole new params from each device's `slices`.
+
+        With gradient accumulation, only a micro-step that updated gathers
+        them: the others left every slice as it was (`whole`), so the
+        all-gather runs once per update.
+        """
+        acc = tree_utils.find_state(
+            opt_state, accumulation_lib.GradientAccumulationState
+        )
+        if acc is None:
+            return dp.gather(slices, whole, mask)
+        return jax.lax.cond(
+            accumulation_lib.has_updated(acc),
+            lambda: dp.gather(slices, whole, mask),
+            lambda: whole,
+        )
+
     def _step(self, plan: StepPlan, state: TrainState, batch, depth):
         with self._count_lock:
             self.trace_count += 1
@@ -388,14 +452,23 @@ class StepBuilder:
                 model_state,
                 keep=None if constant is None else constant(model_state),
             )
+        sharded = dp if dp is not None and dp.shard_optimizer_state else None
+        if sharded:
+            # A sharded optimizer state: `grads` are this device's slices,
+            # and from here on so are `state.params` and `trainable` (the
+            # new slices are all-gathered after the update).
+            whole_params, whole_trainable = state.params, trainable
+            state = state.replace(params=sharded.local_slices(state.params))
+            trainable = sharded.local_slices(trainable)
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
             grads = scaler.unscale(grads, scale_state, state.params)
             new_scale, finite = scaler.adjust(scale_state, grads, state.params)
             if dp is not None:
-                # Gradients may still differ per device (AdaSum of updates):
-                # an overflow anywhere backs off and skips everywhere.
+                # Gradients may still differ per device (AdaSum of updates,
+                # slices): an overflow anywhere backs off and skips
+                # everywhere.
                 new_scale, finite = dp.minimum((new_scale, finite))
             algorithms = algorithms._replace(loss_scale=new_scale)
             metrics = {
@@ -414,6 +487,8 @@ class StepBuilder:
         # Line searches (optax.lbfgs, DimReduce) re-evaluate the loss at
         # trial params on the same batch; unused, this closure costs nothing.
         def value_fn(p):
+            if sharded:
+                p = sharded.gather(p, whole_trainable)
             value = loss_fn(p)[1][0]
             return value if dp is None else dp.mean(value)
 
@@ -480,6 +555,16 @@ class StepBuilder:
             # state exactly as they were; only the optimizer sits in the cond.
             params, opt_state, model_state = jax.lax.cond(
                 finite, lambda: apply(extra), keep
+            )
+        if sharded:
+            # The new slices all-gathered; frozen leaves (a static mask)
+            # are the old params, sent nowhere.
+            params = self._gather(
+                sharded,
+                own_opt_state(plan, opt_state, depth),
+                params,
+                whole_params,
+                mask,
             )
         metrics = {
             **metrics,

@@ -1,0 +1,364 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for the sharded optimizer state (ZeRO-1) on 8 simulated devices.
+
+Each sharded step is compared with the replicated `DataParallel` step of
+the same optimizer: the same params after a few steps, and 1/8 of the
+optimizer state on each device.
+"""
+
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+from absl.testing import absltest, parameterized
+from jax.sharding import PartitionSpec as P
+
+import boostax
+from boostax._src import optimizer_sharding
+from tests import _utils
+
+BATCH = 16
+
+
+def loss_fn(params, batch):
+    x, y = batch
+    h = jnp.tanh(x @ params["hidden"]["w"] + params["hidden"]["b"])
+    out = h @ params["out"]["w"] * jnp.mean(params["odd"])
+    return jnp.mean((out - y) ** 2)
+
+
+def _params():
+    rng = np.random.default_rng(0)
+    return {
+        "hidden": {
+            "w": jnp.asarray(rng.normal(size=(4, 8)), jnp.float32),
+            "b": jnp.zeros((1, 8), jnp.float32),
+        },
+        "out": {"w": jnp.asarray(rng.normal(size=(8, 1)), jnp.float32)},
+        # No axis divisible by 8: kept whole on every device.
+        "odd": jnp.ones((3,), jnp.float32),
+    }
+
+
+def _batch(seed):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.normal(size=(BATCH, 4)).astype(np.float32),
+        rng.normal(size=(BATCH, 1)).astype(np.float32),
+    )
+
+
+def _mesh():
+    return jax.make_mesh((8,), ("data",))
+
+
+def _steps(optimizer, steps=5, mesh=None, return_steps=False, **kwargs):
+    """``(replicated, sharded)`` states after `steps` steps of each."""
+    states, steps_ = [], []
+    for shard in (False, True):
+        ts = boostax.TrainStep(
+            boostax.make_objective(loss_fn=loss_fn),
+            optimizer,
+            data_parallel=boostax.DataParallel(
+                mesh or _mesh(), shard_optimizer_state=shard
+            ),
+            **kwargs,
+        )
+        state = ts.init(_params())
+        for seed in range(steps):
+            state, _ = ts(state, _batch(seed))
+        states.append(state)
+        steps_.append(ts)
+        if shard:
+            # Each program (freeze depth) compiled once.
+            expected = 1
+            if "freezing" in kwargs:  # a program per depth, the warm-up's
+                expected = len(set(np.asarray(kwargs["freezing"].sequence)))
+                expected += bool(kwargs["freeze_warmup_steps"])
+            assert ts.trace_count == expected, ts.trace_count
+    if return_steps:
+        return states, steps_
+    return states
+
+
+def _device_bytes(tree) -> tuple[int, int]:
+    """``(bytes on device 0, bytes of the whole tree)``."""
+    on_one = whole = 0
+    for leaf in jax.tree.leaves(tree):
+        whole += leaf.nbytes
+        device = min(leaf.sharding.device_set, key=lambda d: d.id)
+        on_one += sum(
+            s.data.nbytes for s in leaf.addressable_shards if s.device == device
+        )
+    return on_one, whole
+
+
+class ShardedOptimizerStateTest(parameterized.TestCase):
+    @parameterized.named_parameters(
+        ("sgd_momentum", optax.sgd(0.1, momentum=0.9)),
+        ("adam", optax.adam(1e-2)),
+        ("adamw", optax.adamw(1e-2, weight_decay=0.1)),
+    )
+    def test_equals_the_replicated_step(self, optimizer):
+        replicated, sharded = _steps(optimizer)
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        _utils.assert_trees_all_close(
+            jax.device_get(sharded.opt_state),
+            jax.device_get(replicated.opt_state),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        # Params whole on every device; the state's leaves split, but the
+        # odd leaf's slots (no axis divisible by 8) and the step count.
+        for leaf in jax.tree.leaves(sharded.params):
+            self.assertTrue(leaf.sharding.is_fully_replicated)
+        slots = [
+            leaf
+            for leaf in jax.tree.leaves(sharded.opt_state)
+            if leaf.ndim and leaf.shape != (3,)
+        ]
+        self.assertNotEmpty(slots)
+        for leaf in slots:
+            axis = optimizer_sharding.split_axis(leaf.shape, 8)
+            expected = list(leaf.shape)
+            expected[axis] //= 8
+            for shard in leaf.addressable_shards:
+                self.assertEqual(shard.data.shape, tuple(expected))
+        on_one, whole = _device_bytes(sharded.opt_state)
+        odd = sum(
+            leaf.nbytes
+            for leaf in jax.tree.leaves(sharded.opt_state)
+            if leaf.ndim == 0 or leaf.shape == (3,)
+        )
+        self.assertEqual(on_one, (whole - odd) // 8 + odd)
+        self.assertLess(on_one, whole / 4)
+
+    def test_over_two_mesh_axes(self):
+        replicated, sharded = _steps(
+            optax.adam(1e-2), steps=3, mesh=boostax.node_mesh(4)
+        )
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        mu = sharded.opt_state[0].mu["hidden"]["w"]
+        self.assertEqual(mu.sharding.spec, P(None, ("node", "local")))
+        self.assertEqual(mu.addressable_shards[0].data.shape, (4, 1))
+
+    def test_the_step_reduce_scatters_and_all_gathers(self):
+        ts = boostax.make_train_step(
+            optax.adam(1e-2),
+            loss_fn=loss_fn,
+            data_parallel=boostax.DataParallel(
+                _mesh(), shard_optimizer_state=True
+            ),
+        )
+        state = ts.init(_params())
+        hlo = ts.lower(state, _batch(0)).compile().as_text()
+        _, counts = boostax.collective_bytes(hlo)
+        self.assertIn("reduce-scatter", counts)
+        self.assertIn("all-gather", counts)
+
+    def test_dynamic_loss_scale(self):
+        replicated, sharded = _steps(
+            optax.adam(1e-2),
+            loss_scale=boostax.DynamicLossScale(2.0**8, scale_window=2),
+        )
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        _utils.assert_trees_equal(
+            jax.device_get(sharded.algorithms.loss_scale),
+            jax.device_get(replicated.algorithms.loss_scale),
+        )
+
+    def test_an_overflow_in_one_slice_skips_the_step_everywhere(self):
+        ts = boostax.TrainStep(
+            boostax.make_objective(loss_fn=loss_fn),
+            optax.adam(1e-2),
+            loss_scale=boostax.DynamicLossScale(2.0**10),
+            data_parallel=boostax.DataParallel(
+                _mesh(), shard_optimizer_state=True
+            ),
+        )
+        state = ts.init(_params())
+        x, y = _batch(0)
+        y[-1] = 1e36  # only the last device's rows overflow
+        new_state, metrics = ts(state, (x, y))
+        self.assertTrue(bool(metrics["overflow"]))
+        _utils.assert_trees_equal(
+            jax.device_get((new_state.params, new_state.opt_state)),
+            jax.device_get((state.params, state.opt_state)),
+        )
+        self.assertEqual(
+            float(new_state.algorithms.loss_scale.loss_scale), 2.0**9
+        )
+
+    def test_accumulation(self):
+        optimizer = boostax.gradient_accumulation(optax.adam(1e-2), 2)
+        (replicated, sharded), (_, ts) = _steps(
+            optimizer, steps=5, return_steps=True
+        )
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        # The accumulator is split like the slots it feeds.
+        acc = sharded.opt_state.acc_grads["out"]["w"]
+        self.assertEqual(acc.addressable_shards[0].data.shape, (1, 1))
+        # The new params are gathered only on the micro-steps that update:
+        # in a branch of a conditional, not in the entry computation.
+        hlo = ts.lower(sharded, _batch(0)).compile().as_text()
+        entry = hlo[hlo.index("\nENTRY") :]
+        entry = entry[: entry.index("\n}")]
+        self.assertIn("all-gather", hlo)
+        self.assertNotIn("all-gather", entry)
+
+    @parameterized.parameters(0, 2)
+    def test_freezing(self, warmup):
+        everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
+        freezing = boostax.Freezing(
+            (everything, (("out", "w"), ("odd",))),
+            np.asarray([0, 1, 1, 0, 1], np.int32),
+        )
+        (replicated, sharded), (_, ts) = _steps(
+            optax.sgd(0.1, momentum=0.9),
+            freezing=freezing,
+            freeze_warmup_steps=warmup,
+            steps=5,
+            return_steps=True,
+        )
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        if not warmup:
+            # The frozen leaves are neither reduced nor gathered.
+            compiled = ts.compile_all(sharded, _batch(0))
+            gathers = [
+                boostax.collective_bytes(compiled[k].compiled.as_text())[1]
+                for k in (0, 1)
+            ]
+            self.assertLess(gathers[1]["all-gather"], gathers[0]["all-gather"])
+            self.assertLess(
+                gathers[1]["reduce-scatter"], gathers[0]["reduce-scatter"]
+            )
+
+    @parameterized.named_parameters(
+        (
+            "global_norm_clipping",
+            optax.chain(optax.clip_by_global_norm(1.0), optax.sgd(0.1)),
+        ),
+        ("lamb", optax.lamb(1e-3)),
+        ("lars", optax.lars(1e-3)),
+        (
+            "gradient_centralization",
+            optax.chain(
+                # Every kernel (the rank rule's fan-in axes).
+                boostax.centralize_gradients(fan_in_multiple=1),
+                optax.sgd(0.1),
+            ),
+        ),
+    )
+    def test_refuses_optimizers_that_read_whole_leaves(self, optimizer):
+        ts = boostax.make_train_step(
+            optimizer,
+            loss_fn=loss_fn,
+            data_parallel=boostax.DataParallel(
+                _mesh(), shard_optimizer_state=True
+            ),
+        )
+        with self.assertRaisesRegex(ValueError, "correct only for elementwise"):
+            ts.init(_params())
+
+    def test_orbax_restores_the_sharded_state(self):
+        # docs/checkpointing.md's recipe: restore into a fresh state's
+        # shapes and shardings.
+        ts = boostax.make_train_step(
+            optax.adam(1e-2),
+            loss_fn=loss_fn,
+            data_parallel=boostax.DataParallel(
+                _mesh(), shard_optimizer_state=True
+            ),
+        )
+        state, _ = ts(ts.init(_params()), _batch(0))
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            ocp.CheckpointManager(tmp) as m,
+        ):
+            m.save(1, args=ocp.args.StandardSave(state))
+            m.wait_until_finished()
+            target = jax.tree.map(
+                ocp.utils.to_shape_dtype_struct, ts.init(_params())
+            )
+            restored = m.restore(1, args=ocp.args.StandardRestore(target))
+        mu = restored.opt_state[0].mu["hidden"]["w"]
+        self.assertEqual(mu.sharding.spec, P(None, "data"))
+        _utils.assert_trees_equal(
+            jax.device_get(ts(restored, _batch(1))[0]),
+            jax.device_get(ts(state, _batch(1))[0]),
+        )
+
+    def test_refuses_dim_reduce(self):
+        ts = boostax.make_train_step(
+            boostax.dim_reduce(np.eye(8, 51, dtype=np.float32)),
+            loss_fn=loss_fn,
+            data_parallel=boostax.DataParallel(
+                _mesh(), shard_optimizer_state=True
+            ),
+        )
+        with self.assertRaisesRegex(ValueError, "cannot run DimReduce"):
+            ts.init(_params())
+
+    def test_elementwise_clipping_is_accepted(self):
+        optimizer_sharding.check_elementwise(
+            optax.chain(optax.clip(1.0), optax.adam(1e-3)), _params(), 8
+        )
+
+    def test_errors(self):
+        with self.assertRaisesRegex(
+            NotImplementedError, "reduction='mean' only"
+        ):
+            boostax.DataParallel(
+                _mesh(), reduction="adasum", shard_optimizer_state=True
+            )
+        with self.assertRaisesRegex(TypeError, "`shard_optimizer_state`"):
+            boostax.DataParallel(_mesh(), shard_optimizer_state="yes")
+        with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
+            boostax.auto_boost(
+                "O0",
+                optimizer=optax.sgd(0.1),
+                loss_fn=loss_fn,
+                shard_optimizer_state=True,
+            )
+        with self.assertRaisesRegex(
+            NotImplementedError, "reduction='mean' only"
+        ):
+            boostax.auto_boost(
+                "O0",
+                {
+                    "boost": {"mode": "manual", "adasum": True},
+                    "common": {"device_number": 4},
+                },
+                optimizer=optax.sgd(0.1),
+                loss_fn=loss_fn,
+                mesh=_mesh(),
+                shard_optimizer_state=True,
+            )
+
+    def test_auto_boost_passes_it_to_the_plan(self):
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.sgd(0.1),
+            loss_fn=loss_fn,
+            mesh=_mesh(),
+            shard_optimizer_state=True,
+        )
+        self.assertTrue(ts.data_parallel.shard_optimizer_state)
+
+
+if __name__ == "__main__":
+    absltest.main()
