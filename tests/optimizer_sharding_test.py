@@ -207,16 +207,59 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         _utils.assert_trees_all_close(
             sharded.params, replicated.params, rtol=1e-5, atol=1e-6
         )
-        # The accumulator is split like the slots it feeds.
+        # Each device accumulates its own gradients, whole (stacked on a
+        # device axis): their mean is the replicated step's accumulator
+        # (step 5 is the first micro-step of a cycle).
         acc = sharded.opt_state.acc_grads["out"]["w"]
-        self.assertEqual(acc.addressable_shards[0].data.shape, (1, 1))
-        # The new params are gathered only on the micro-steps that update:
-        # in a branch of a conditional, not in the entry computation.
+        self.assertEqual(acc.shape, (8, 8, 1))
+        self.assertEqual(acc.addressable_shards[0].data.shape, (1, 8, 1))
+        self.assertGreater(float(jnp.std(acc, axis=0).max()), 1e-3)
+        _utils.assert_trees_all_close(
+            jax.tree.map(lambda a: jnp.mean(a, 0), sharded.opt_state.acc_grads),
+            replicated.opt_state.acc_grads,
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        # The gradients are reduce-scattered and the new params gathered
+        # only on the micro-steps that update: in a branch of a
+        # conditional, not in the entry computation.
         hlo = ts.lower(sharded, _batch(0)).compile().as_text()
         entry = hlo[hlo.index("\nENTRY") :]
         entry = entry[: entry.index("\n}")]
-        self.assertIn("all-gather", hlo)
-        self.assertNotIn("all-gather", entry)
+        for collective in ("reduce-scatter", "all-gather"):
+            self.assertIn(collective, hlo)
+            self.assertNotIn(collective, entry)
+
+    def test_accumulation_skips_an_overflowing_micro_step(self):
+        # The overflow is seen in one device's unreduced gradients: every
+        # device drops the cycle's update, as the replicated step does.
+        optimizer = boostax.gradient_accumulation(optax.adam(1e-2), 2)
+        states = []
+        for shard in (False, True):
+            ts = boostax.TrainStep(
+                boostax.make_objective(loss_fn=loss_fn),
+                optimizer,
+                loss_scale=boostax.DynamicLossScale(2.0**10),
+                data_parallel=boostax.DataParallel(
+                    _mesh(), shard_optimizer_state=shard
+                ),
+            )
+            state = ts.init(_params())
+            for seed in range(4):
+                x, y = _batch(seed)
+                if seed == 1:
+                    y[-1] = 1e36  # only the last device's rows overflow
+                state, metrics = ts(state, (x, y))
+                self.assertEqual(bool(metrics["updated"]), seed == 3)
+            states.append(state)
+        replicated, sharded = states
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        _utils.assert_trees_equal(
+            jax.device_get(sharded.algorithms.loss_scale),
+            jax.device_get(replicated.algorithms.loss_scale),
+        )
 
     @parameterized.parameters(0, 2)
     def test_freezing(self, warmup):
