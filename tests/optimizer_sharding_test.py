@@ -345,6 +345,80 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
             jax.device_get(ts(state, _batch(1))[0]),
         )
 
+    def _reshard(self, optimizer, steps, strict=True):
+        """``(saved, restored)``: the state after `steps` sharded steps on 8
+        devices, and its checkpoint restored (docs/checkpointing.md) onto a
+        step over the first 4 devices; with their steps."""
+        meshes = [
+            jax.make_mesh((n,), ("data",), devices=jax.devices()[:n])
+            for n in (8, 4)
+        ]
+        ts8, ts4 = (
+            boostax.make_train_step(
+                optimizer,
+                loss_fn=loss_fn,
+                data_parallel=boostax.DataParallel(
+                    mesh, shard_optimizer_state=True
+                ),
+            )
+            for mesh in meshes
+        )
+        state = ts8.init(_params())
+        for seed in range(steps):
+            state, _ = ts8(state, _batch(seed))
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            ocp.CheckpointManager(tmp) as m,
+        ):
+            m.save(1, args=ocp.args.StandardSave(state))
+            m.wait_until_finished()
+            target = jax.tree.map(
+                ocp.utils.to_shape_dtype_struct, ts4.init(_params())
+            )
+            restored = m.restore(
+                1, args=ocp.args.StandardRestore(target, strict=strict)
+            )
+        return (ts8, state), (ts4, restored)
+
+    def _continue_equally(self, saved, restored, steps):
+        (ts8, a), (ts4, b) = saved, restored
+        for seed in range(10, 10 + steps):
+            a, _ = ts8(a, _batch(seed))
+            b, _ = ts4(b, _batch(seed))
+        _utils.assert_trees_all_close(
+            jax.device_get(b.params),
+            jax.device_get(a.params),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+    def test_restores_onto_another_device_count(self):
+        # The state's leaves keep the parameters' shapes: Orbax re-shards
+        # them to the specs of the 4-device step's target.
+        saved, restored = self._reshard(optax.adam(1e-2), steps=1)
+        mu = restored[1].opt_state[0].mu["hidden"]["w"]
+        self.assertEqual(mu.sharding.spec, P("data"))
+        self.assertLen(mu.sharding.device_set, 4)
+        self.assertEqual(mu.addressable_shards[0].data.shape, (1, 8))
+        _utils.assert_trees_equal(
+            jax.device_get(restored[1].opt_state),
+            jax.device_get(saved[1].opt_state),
+        )
+        self._continue_equally(saved, restored, steps=1)
+
+    def test_per_device_accumulators_restore_at_an_update(self):
+        optimizer = boostax.gradient_accumulation(optax.adam(1e-2), 2)
+        # One accumulator per device: 8 saved, 4 wanted; Orbax refuses.
+        with self.assertRaisesRegex(ValueError, "stored shape"):
+            self._reshard(optimizer, steps=2)
+        # After an update every accumulator is zero: dropping (or adding)
+        # zero rows is exact (docs/scaling.md).
+        saved, restored = self._reshard(optimizer, steps=2, strict=False)
+        self.assertEqual(
+            restored[1].opt_state.acc_grads["out"]["w"].shape[0], 4
+        )
+        self._continue_equally(saved, restored, steps=2)
+
     def test_refuses_dim_reduce(self):
         ts = boostax.make_train_step(
             boostax.dim_reduce(np.eye(8, 51, dtype=np.float32)),
