@@ -290,6 +290,26 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
                 gathers[1]["reduce-scatter"], gathers[0]["reduce-scatter"]
             )
 
+    def test_freezing_with_accumulation(self):
+        # Each depth's program accumulates the trained leaves' unreduced
+        # gradients and reduce-scatters them on the updating micro-step.
+        everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
+        freezing = boostax.Freezing(
+            (everything, (("out", "w"), ("odd",))),
+            np.asarray([0, 1, 0], np.int32),
+            micro_steps=2,
+        )
+        replicated, sharded = _steps(
+            boostax.gradient_accumulation(optax.sgd(0.1, momentum=0.9), 2),
+            freezing=freezing,
+            freeze_warmup_steps=0,
+            steps=6,
+        )
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        self.assertEqual(sharded.opt_state.acc_grads["out"]["w"].shape[0], 8)
+
     @parameterized.named_parameters(
         (
             "global_norm_clipping",
