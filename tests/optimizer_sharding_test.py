@@ -56,8 +56,12 @@ def _mesh():
     return jax.make_mesh((8,), ("data",))
 
 
-def _steps(optimizer, steps=5, mesh=None, return_steps=False, **kwargs):
-    """``(replicated, sharded)`` states after `steps` steps of each."""
+def _steps(
+    optimizer, steps=5, mesh=None, return_steps=False, traces=None, **kwargs
+):
+    """``(replicated, sharded)`` states after `steps` steps of each
+    (`traces`: the sharded step's programs, if not one per depth and the
+    warm-up's)."""
     states, steps_ = [], []
     for shard in (False, True):
         ts = boostax.TrainStep(
@@ -79,6 +83,7 @@ def _steps(optimizer, steps=5, mesh=None, return_steps=False, **kwargs):
             if "freezing" in kwargs:  # a program per depth, the warm-up's
                 expected = len(set(np.asarray(kwargs["freezing"].sequence)))
                 expected += bool(kwargs["freeze_warmup_steps"])
+            expected = expected if traces is None else traces
             assert ts.trace_count == expected, ts.trace_count
     if return_steps:
         return states, steps_
@@ -290,7 +295,9 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
                 gathers[1]["reduce-scatter"], gathers[0]["reduce-scatter"]
             )
 
-    def test_freezing_with_accumulation(self):
+    # (4 warm-up steps: the warm-up program, then depth 0's.)
+    @parameterized.parameters((0, 2), (4, 2))
+    def test_freezing_with_accumulation(self, warmup, traces):
         # Each depth's program accumulates the trained leaves' unreduced
         # gradients and reduce-scatters them on the updating micro-step.
         everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
@@ -302,8 +309,9 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         replicated, sharded = _steps(
             boostax.gradient_accumulation(optax.sgd(0.1, momentum=0.9), 2),
             freezing=freezing,
-            freeze_warmup_steps=0,
+            freeze_warmup_steps=warmup,
             steps=6,
+            traces=traces,
         )
         _utils.assert_trees_all_close(
             sharded.params, replicated.params, rtol=1e-5, atol=1e-6
