@@ -90,6 +90,33 @@ def _steps(
     return states
 
 
+def _freezing(sequence, micro_steps=1):
+    """Depth 0 trains everything, depth 1 the last layer and `odd`."""
+    everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
+    return boostax.Freezing(
+        (everything, (("out", "w"), ("odd",))),
+        np.asarray(sequence, np.int32),
+        micro_steps=micro_steps,
+    )
+
+
+def _save_and_restore(state, ts, strict=True):
+    """`state` saved with Orbax and restored into the shapes and shardings
+    of a fresh state of `ts` (docs/checkpointing.md's recipe)."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ocp.CheckpointManager(tmp) as m,
+    ):
+        m.save(1, args=ocp.args.StandardSave(state))
+        m.wait_until_finished()
+        target = jax.tree.map(
+            ocp.utils.to_shape_dtype_struct, ts.init(_params())
+        )
+        return m.restore(
+            1, args=ocp.args.StandardRestore(target, strict=strict)
+        )
+
+
 def _device_bytes(tree) -> tuple[int, int]:
     """``(bytes on device 0, bytes of the whole tree)``."""
     on_one = whole = 0
@@ -268,11 +295,7 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
 
     @parameterized.parameters(0, 2)
     def test_freezing(self, warmup):
-        everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
-        freezing = boostax.Freezing(
-            (everything, (("out", "w"), ("odd",))),
-            np.asarray([0, 1, 1, 0, 1], np.int32),
-        )
+        freezing = _freezing([0, 1, 1, 0, 1])
         (replicated, sharded), (_, ts) = _steps(
             optax.sgd(0.1, momentum=0.9),
             freezing=freezing,
@@ -300,12 +323,7 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
     def test_freezing_with_accumulation(self, warmup, traces):
         # Each depth's program accumulates the trained leaves' unreduced
         # gradients and reduce-scatters them on the updating micro-step.
-        everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
-        freezing = boostax.Freezing(
-            (everything, (("out", "w"), ("odd",))),
-            np.asarray([0, 1, 0], np.int32),
-            micro_steps=2,
-        )
+        freezing = _freezing([0, 1, 0], micro_steps=2)
         replicated, sharded = _steps(
             boostax.gradient_accumulation(optax.sgd(0.1, momentum=0.9), 2),
             freezing=freezing,
@@ -356,16 +374,7 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
             ),
         )
         state, _ = ts(ts.init(_params()), _batch(0))
-        with (
-            tempfile.TemporaryDirectory() as tmp,
-            ocp.CheckpointManager(tmp) as m,
-        ):
-            m.save(1, args=ocp.args.StandardSave(state))
-            m.wait_until_finished()
-            target = jax.tree.map(
-                ocp.utils.to_shape_dtype_struct, ts.init(_params())
-            )
-            restored = m.restore(1, args=ocp.args.StandardRestore(target))
+        restored = _save_and_restore(state, ts)
         mu = restored.opt_state[0].mu["hidden"]["w"]
         self.assertEqual(mu.sharding.spec, P(None, "data"))
         _utils.assert_trees_equal(
@@ -394,19 +403,7 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         state = ts8.init(_params())
         for seed in range(steps):
             state, _ = ts8(state, _batch(seed))
-        with (
-            tempfile.TemporaryDirectory() as tmp,
-            ocp.CheckpointManager(tmp) as m,
-        ):
-            m.save(1, args=ocp.args.StandardSave(state))
-            m.wait_until_finished()
-            target = jax.tree.map(
-                ocp.utils.to_shape_dtype_struct, ts4.init(_params())
-            )
-            restored = m.restore(
-                1, args=ocp.args.StandardRestore(target, strict=strict)
-            )
-        return (ts8, state), (ts4, restored)
+        return (ts8, state), (ts4, _save_and_restore(state, ts4, strict))
 
     def _continue_equally(self, saved, restored, steps):
         (ts8, a), (ts4, b) = saved, restored
