@@ -6,7 +6,9 @@ Arguments: coordinator address, number of processes, this process's id, the
 output file. Each process has 4 CPU devices (XLA_FLAGS set by the test),
 trains the data-parallel AdaSum step of `tests.data_parallel_test` on its
 share of every batch, on a flat mesh and on a ``(node, local)`` mesh with
-one node per process, and process 0 writes the final params.
+one node per process, and the averaging step with a sharded optimizer state
+(``shard_optimizer_state=True``, with and without gradient accumulation) on
+the flat mesh; process 0 writes the final params.
 """
 
 import sys
@@ -32,18 +34,32 @@ def train(devices_per_node: int, rows: slice) -> dict:
 
     # A flat mesh over every process's devices, and the multi-host layout of
     # the scaling guide: one node per process, AdaSum across processes.
-    meshes = {
-        "flat": (jax.make_mesh((len(jax.devices()),), ("data",)), None),
-        "nodes": (boostax.node_mesh(devices_per_node), "local"),
+    flat = jax.make_mesh((len(jax.devices()),), ("data",))
+    adam = optax.adam(1e-2)
+    # ZeRO-1 across processes: reduce-scatter, then all-gather; with
+    # accumulation, per-device accumulators reduced once per update.
+    sharded = boostax.DataParallel(flat, shard_optimizer_state=True)
+    steps = {
+        "flat": (adam, boostax.DataParallel(flat, reduction="adasum")),
+        "nodes": (
+            adam,
+            boostax.DataParallel(
+                boostax.node_mesh(devices_per_node),
+                reduction="adasum",
+                local_axis="local",
+            ),
+        ),
+        "sharded": (adam, sharded),
+        "sharded_accumulation": (
+            boostax.gradient_accumulation(adam, 2),
+            sharded,
+        ),
     }
     results = {}
-    for name, (mesh, local_axis) in meshes.items():
+    for name, (optimizer, data_parallel) in steps.items():
+        mesh = data_parallel.mesh
         ts = boostax.make_train_step(
-            optax.adam(1e-2),
-            loss_fn=problem.loss_fn,
-            data_parallel=boostax.DataParallel(
-                mesh, reduction="adasum", local_axis=local_axis
-            ),
+            optimizer, loss_fn=problem.loss_fn, data_parallel=data_parallel
         )
         state = ts.init(problem._params())
         for seed in range(3):

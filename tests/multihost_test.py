@@ -1,7 +1,9 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
 """The data-parallel step across 2 processes x 4 CPU devices (jax.distributed)
-gives the params of one process with 8 devices."""
+gives the params of one process with 8 devices: AdaSum on a flat and a node
+mesh, and the sharded optimizer state (ZeRO-1), with and without gradient
+accumulation."""
 
 import os
 import socket
@@ -69,6 +71,7 @@ class MultiHostTest(absltest.TestCase):
         # The same training in this one process with 8 devices.
         expected = _multihost_worker.train(4, slice(None))
         self.assertEqual(set(result), set(expected))
+        self.assertIn("sharded_accumulation:loss", expected)
         for key, value in expected.items():
             if key.endswith(":processes"):
                 continue

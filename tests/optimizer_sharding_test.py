@@ -56,8 +56,12 @@ def _mesh():
     return jax.make_mesh((8,), ("data",))
 
 
-def _steps(optimizer, steps=5, mesh=None, return_steps=False, **kwargs):
-    """``(replicated, sharded)`` states after `steps` steps of each."""
+def _steps(
+    optimizer, steps=5, mesh=None, return_steps=False, traces=None, **kwargs
+):
+    """``(replicated, sharded)`` states after `steps` steps of each
+    (`traces`: the sharded step's programs, if not one per depth and the
+    warm-up's)."""
     states, steps_ = [], []
     for shard in (False, True):
         ts = boostax.TrainStep(
@@ -79,10 +83,38 @@ def _steps(optimizer, steps=5, mesh=None, return_steps=False, **kwargs):
             if "freezing" in kwargs:  # a program per depth, the warm-up's
                 expected = len(set(np.asarray(kwargs["freezing"].sequence)))
                 expected += bool(kwargs["freeze_warmup_steps"])
+            expected = expected if traces is None else traces
             assert ts.trace_count == expected, ts.trace_count
     if return_steps:
         return states, steps_
     return states
+
+
+def _freezing(sequence, micro_steps=1):
+    """Depth 0 trains everything, depth 1 the last layer and `odd`."""
+    everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
+    return boostax.Freezing(
+        (everything, (("out", "w"), ("odd",))),
+        np.asarray(sequence, np.int32),
+        micro_steps=micro_steps,
+    )
+
+
+def _save_and_restore(state, ts, strict=True):
+    """`state` saved with Orbax and restored into the shapes and shardings
+    of a fresh state of `ts` (docs/checkpointing.md's recipe)."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ocp.CheckpointManager(tmp) as m,
+    ):
+        m.save(1, args=ocp.args.StandardSave(state))
+        m.wait_until_finished()
+        target = jax.tree.map(
+            ocp.utils.to_shape_dtype_struct, ts.init(_params())
+        )
+        return m.restore(
+            1, args=ocp.args.StandardRestore(target, strict=strict)
+        )
 
 
 def _device_bytes(tree) -> tuple[int, int]:
@@ -207,24 +239,63 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         _utils.assert_trees_all_close(
             sharded.params, replicated.params, rtol=1e-5, atol=1e-6
         )
-        # The accumulator is split like the slots it feeds.
+        # Each device accumulates its own gradients, whole (stacked on a
+        # device axis): their mean is the replicated step's accumulator
+        # (step 5 is the first micro-step of a cycle).
         acc = sharded.opt_state.acc_grads["out"]["w"]
-        self.assertEqual(acc.addressable_shards[0].data.shape, (1, 1))
-        # The new params are gathered only on the micro-steps that update:
-        # in a branch of a conditional, not in the entry computation.
+        self.assertEqual(acc.shape, (8, 8, 1))
+        self.assertEqual(acc.addressable_shards[0].data.shape, (1, 8, 1))
+        self.assertGreater(float(jnp.std(acc, axis=0).max()), 1e-3)
+        _utils.assert_trees_all_close(
+            jax.tree.map(lambda a: jnp.mean(a, 0), sharded.opt_state.acc_grads),
+            replicated.opt_state.acc_grads,
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        # The gradients are reduce-scattered and the new params gathered
+        # only on the micro-steps that update: in a branch of a
+        # conditional, not in the entry computation.
         hlo = ts.lower(sharded, _batch(0)).compile().as_text()
         entry = hlo[hlo.index("\nENTRY") :]
         entry = entry[: entry.index("\n}")]
-        self.assertIn("all-gather", hlo)
-        self.assertNotIn("all-gather", entry)
+        for collective in ("reduce-scatter", "all-gather"):
+            self.assertIn(collective, hlo)
+            self.assertNotIn(collective, entry)
+
+    def test_accumulation_skips_an_overflowing_micro_step(self):
+        # The overflow is seen in one device's unreduced gradients: every
+        # device drops the cycle's update, as the replicated step does.
+        optimizer = boostax.gradient_accumulation(optax.adam(1e-2), 2)
+        states = []
+        for shard in (False, True):
+            ts = boostax.TrainStep(
+                boostax.make_objective(loss_fn=loss_fn),
+                optimizer,
+                loss_scale=boostax.DynamicLossScale(2.0**10),
+                data_parallel=boostax.DataParallel(
+                    _mesh(), shard_optimizer_state=shard
+                ),
+            )
+            state = ts.init(_params())
+            for seed in range(4):
+                x, y = _batch(seed)
+                if seed == 1:
+                    y[-1] = 1e36  # only the last device's rows overflow
+                state, metrics = ts(state, (x, y))
+                self.assertEqual(bool(metrics["updated"]), seed == 3)
+            states.append(state)
+        replicated, sharded = states
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        _utils.assert_trees_equal(
+            jax.device_get(sharded.algorithms.loss_scale),
+            jax.device_get(replicated.algorithms.loss_scale),
+        )
 
     @parameterized.parameters(0, 2)
     def test_freezing(self, warmup):
-        everything = (("hidden", "w"), ("hidden", "b"), ("out", "w"), ("odd",))
-        freezing = boostax.Freezing(
-            (everything, (("out", "w"), ("odd",))),
-            np.asarray([0, 1, 1, 0, 1], np.int32),
-        )
+        freezing = _freezing([0, 1, 1, 0, 1])
         (replicated, sharded), (_, ts) = _steps(
             optax.sgd(0.1, momentum=0.9),
             freezing=freezing,
@@ -246,6 +317,24 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
             self.assertLess(
                 gathers[1]["reduce-scatter"], gathers[0]["reduce-scatter"]
             )
+
+    # (4 warm-up steps: the warm-up program, then depth 0's.)
+    @parameterized.parameters((0, 2), (4, 2))
+    def test_freezing_with_accumulation(self, warmup, traces):
+        # Each depth's program accumulates the trained leaves' unreduced
+        # gradients and reduce-scatters them on the updating micro-step.
+        freezing = _freezing([0, 1, 0], micro_steps=2)
+        replicated, sharded = _steps(
+            boostax.gradient_accumulation(optax.sgd(0.1, momentum=0.9), 2),
+            freezing=freezing,
+            freeze_warmup_steps=warmup,
+            steps=6,
+            traces=traces,
+        )
+        _utils.assert_trees_all_close(
+            sharded.params, replicated.params, rtol=1e-5, atol=1e-6
+        )
+        self.assertEqual(sharded.opt_state.acc_grads["out"]["w"].shape[0], 8)
 
     @parameterized.named_parameters(
         (
@@ -285,22 +374,75 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
             ),
         )
         state, _ = ts(ts.init(_params()), _batch(0))
-        with (
-            tempfile.TemporaryDirectory() as tmp,
-            ocp.CheckpointManager(tmp) as m,
-        ):
-            m.save(1, args=ocp.args.StandardSave(state))
-            m.wait_until_finished()
-            target = jax.tree.map(
-                ocp.utils.to_shape_dtype_struct, ts.init(_params())
-            )
-            restored = m.restore(1, args=ocp.args.StandardRestore(target))
+        restored = _save_and_restore(state, ts)
         mu = restored.opt_state[0].mu["hidden"]["w"]
         self.assertEqual(mu.sharding.spec, P(None, "data"))
         _utils.assert_trees_equal(
             jax.device_get(ts(restored, _batch(1))[0]),
             jax.device_get(ts(state, _batch(1))[0]),
         )
+
+    def _reshard(self, optimizer, steps, strict=True):
+        """``(saved, restored)``: the state after `steps` sharded steps on 8
+        devices, and its checkpoint restored (docs/checkpointing.md) onto a
+        step over the first 4 devices; with their steps."""
+        meshes = [
+            jax.make_mesh((n,), ("data",), devices=jax.devices()[:n])
+            for n in (8, 4)
+        ]
+        ts8, ts4 = (
+            boostax.make_train_step(
+                optimizer,
+                loss_fn=loss_fn,
+                data_parallel=boostax.DataParallel(
+                    mesh, shard_optimizer_state=True
+                ),
+            )
+            for mesh in meshes
+        )
+        state = ts8.init(_params())
+        for seed in range(steps):
+            state, _ = ts8(state, _batch(seed))
+        return (ts8, state), (ts4, _save_and_restore(state, ts4, strict))
+
+    def _continue_equally(self, saved, restored, steps):
+        (ts8, a), (ts4, b) = saved, restored
+        for seed in range(10, 10 + steps):
+            a, _ = ts8(a, _batch(seed))
+            b, _ = ts4(b, _batch(seed))
+        _utils.assert_trees_all_close(
+            jax.device_get(b.params),
+            jax.device_get(a.params),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+    def test_restores_onto_another_device_count(self):
+        # The state's leaves keep the parameters' shapes: Orbax re-shards
+        # them to the specs of the 4-device step's target.
+        saved, restored = self._reshard(optax.adam(1e-2), steps=1)
+        mu = restored[1].opt_state[0].mu["hidden"]["w"]
+        self.assertEqual(mu.sharding.spec, P("data"))
+        self.assertLen(mu.sharding.device_set, 4)
+        self.assertEqual(mu.addressable_shards[0].data.shape, (1, 8))
+        _utils.assert_trees_equal(
+            jax.device_get(restored[1].opt_state),
+            jax.device_get(saved[1].opt_state),
+        )
+        self._continue_equally(saved, restored, steps=1)
+
+    def test_per_device_accumulators_restore_at_an_update(self):
+        optimizer = boostax.gradient_accumulation(optax.adam(1e-2), 2)
+        # One accumulator per device: 8 saved, 4 wanted; Orbax refuses.
+        with self.assertRaisesRegex(ValueError, "stored shape"):
+            self._reshard(optimizer, steps=2)
+        # After an update every accumulator is zero: dropping (or adding)
+        # zero rows is exact (docs/scaling.md).
+        saved, restored = self._reshard(optimizer, steps=2, strict=False)
+        self.assertEqual(
+            restored[1].opt_state.acc_grads["out"]["w"].shape[0], 4
+        )
+        self._continue_equally(saved, restored, steps=2)
 
     def test_refuses_dim_reduce(self):
         ts = boostax.make_train_step(

@@ -110,7 +110,14 @@ def gradient_accumulation(
       An ``optax.GradientTransformationExtraArgs``; extra arguments go to
       `inner` on the update step, but ``skipped`` (a bool scalar, default
       False), which drops this micro-step's gradient: the micro-step still
-      counts as one of the cycle's k, and the cycle makes no update.
+      counts as one of the cycle's k, and the cycle makes no update; and
+      ``reduce_gradients`` (default ``None``), a function applied to the
+      mean of the cycle's micro-gradients before `inner` runs, on the
+      updating micro-step only: a data-parallel step whose devices
+      accumulate their own gradients passes its reduction (a reduce-scatter
+      under ``shard_optimizer_state``), so the devices communicate once
+      per update. `inner` sees what it returns (e.g. this device's
+      slices), and the updates have its shapes.
 
     Example:
       >>> import jax.numpy as jnp, optax, boostax
@@ -152,7 +159,15 @@ def gradient_accumulation(
             dropped=jnp.zeros([], jnp.int32),
         )
 
-    def update_fn(updates, state, params=None, *, skipped=False, **extra_args):
+    def update_fn(
+        updates,
+        state,
+        params=None,
+        *,
+        skipped=False,
+        reduce_gradients=None,
+        **extra_args,
+    ):
         skipped = jnp.asarray(skipped, bool)
         # A new cycle forgets the drops of the one before.
         dropped = jnp.where(state.mini_step == 0, 0, state.dropped)
@@ -164,8 +179,11 @@ def gradient_accumulation(
             # The mean is recomputed here rather than passed in: an operand
             # of the cond computed outside it would be a parameter-sized
             # temporary; here it fuses into the inner optimizer's first op.
+            mean = accumulate(updates, state)
+            if reduce_gradients is not None:
+                mean = reduce_gradients(mean)
             return inner.update(
-                optax.tree.cast_like(accumulate(updates, state), updates),
+                optax.tree.cast_like(mean, updates),
                 state.inner_state,
                 params,
                 **extra_args,

@@ -39,6 +39,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from boostax._src import accumulation as accumulation_lib
 from boostax._src import adasum as adasum_lib
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import optimizer_sharding, validation
@@ -78,7 +79,10 @@ class DataParallel:
       shard_optimizer_state: with ``"mean"``, store the optimizer state
         split over the devices (1/D of it on each) and run the optimizer on
         each device's slice: gradients reduce-scattered, new parameters
-        all-gathered (ZeRO-1; the same bytes as one all-reduce). A leaf is
+        all-gathered (ZeRO-1; the same bytes as one all-reduce). With
+        `boostax.gradient_accumulation` as the optimizer, each device
+        accumulates its own micro-gradients, whole, and the reduce-scatter
+        runs once per update, on the micro-step that updates. A leaf is
         split along its first axis whose size is a multiple of the device
         count; a leaf with none stays whole on every device. Only
         elementwise optimizers (SGD, momentum, Adam, AdamW) are accepted:
@@ -236,6 +240,30 @@ class DataParallel:
             )
         return grads  # "adasum": the optimizer reduces its updates
 
+    def defers_reduction(self, opt_state) -> bool:
+        """Whether the step leaves its gradients unreduced for the optimizer
+        to reduce once per update.
+
+        So it does with `shard_optimizer_state` when the optimizer is a
+        `boostax.gradient_accumulation` (its state, `opt_state`, is a
+        ``GradientAccumulationState``): each device accumulates its own
+        micro-gradients, and the accumulation reduce-scatters their mean on
+        the micro-step that updates. Its accumulator is then per device,
+        stacked on a leading device axis (`stack_accumulator`).
+        """
+        return self.shard_optimizer_state and isinstance(
+            opt_state, accumulation_lib.GradientAccumulationState
+        )
+
+    def stack_accumulator(self, opt_state, stack):
+        """`opt_state` with `stack` applied to each leaf of its accumulator
+        where the devices keep their own (`defers_reduction`)."""
+        if not self.defers_reduction(opt_state):
+            return opt_state
+        return opt_state._replace(
+            acc_grads=jax.tree.map(stack, opt_state.acc_grads)
+        )
+
     def local_slices(self, tree):
         """This device's slices of replicated leaves (the identity unless
         `shard_optimizer_state`)."""
@@ -295,9 +323,16 @@ class DataParallel:
           params: the whole parameters (arrays or shapes).
         """
         local = optimizer_sharding.abstract_slices(params, self.num_devices)
-        return optimizer_sharding.opt_state_specs(
-            jax.eval_shape(init, params), jax.eval_shape(init, local), self.axes
+        whole = jax.eval_shape(init, params)
+        specs = optimizer_sharding.opt_state_specs(
+            whole, jax.eval_shape(init, local), self.axes
         )
+        if self.defers_reduction(whole):
+            # Per-device accumulators, stacked on a leading device axis.
+            specs = specs._replace(
+                acc_grads=jax.tree.map(lambda _: P(self.axes), whole.acc_grads)
+            )
+        return specs
 
     def state_specs(self, state, opt_state_specs=None):
         """The ``shard_map`` specs of a `TrainState` (a pytree prefix).
@@ -351,10 +386,19 @@ class DataParallel:
         Replicates everything; with a per-device optimizer state, stacks
         ``num_devices`` copies of it along a new leading axis, one per
         device; with a sharded one, splits its leaves as `opt_state_specs`
-        say (`sharded_opt_state_specs`). Works in every process of a
+        say (`sharded_opt_state_specs`), the per-device accumulators
+        (`defers_reduction`) stacked too. Works in every process of a
         multi-process run (each process passes the same initial state).
         """
         stack = self.per_device_optimizer_state
+        state = state.replace(
+            opt_state=self.stack_accumulator(
+                state.opt_state,
+                lambda x: np.broadcast_to(
+                    np.asarray(x), (self.num_devices, *np.shape(x))
+                ),
+            )
+        )
 
         def put(x, spec, stack=False):
             if _is_typed_key(x):
@@ -412,25 +456,24 @@ class DataParallel:
     def shard_step(self, step, state, opt_state_specs=None):
         """``step(state, batch)`` run per device under ``jax.shard_map``.
 
-        A per-device optimizer state enters as this device's slice and
-        leaves with its leading axis back; a sharded one
-        (`opt_state_specs`) enters and leaves as this device's slices.
+        A per-device optimizer state (or accumulator: `defers_reduction`)
+        enters as this device's slice and leaves with its leading axis
+        back; a sharded one (`opt_state_specs`) enters and leaves as this
+        device's slices.
         """
         per_device = self.per_device_optimizer_state
 
         def local(state, batch):
+            opt_state = self.stack_accumulator(state.opt_state, lambda x: x[0])
             if per_device:
-                state = state.replace(
-                    opt_state=jax.tree.map(lambda x: x[0], state.opt_state)
-                )
-            new_state, metrics = step(state, batch)
+                opt_state = jax.tree.map(lambda x: x[0], opt_state)
+            new_state, metrics = step(state.replace(opt_state=opt_state), batch)
+            opt_state = self.stack_accumulator(
+                new_state.opt_state, lambda x: x[None]
+            )
             if per_device:
-                new_state = new_state.replace(
-                    opt_state=jax.tree.map(
-                        lambda x: x[None], new_state.opt_state
-                    )
-                )
-            return new_state, metrics
+                opt_state = jax.tree.map(lambda x: x[None], opt_state)
+            return new_state.replace(opt_state=opt_state), metrics
 
         specs = self.state_specs(state, opt_state_specs)
         # The replicated outputs are made identical by collectives whose

@@ -444,8 +444,12 @@ class StepBuilder:
                 lambda t, g: jnp.where(t, g, jnp.zeros_like(g)), trained, grads
             )
         _check_metric_names(metrics)
+        # With accumulation under a sharded state, each device accumulates
+        # its own gradients: the optimizer reduces them once per update.
+        deferred = dp is not None and dp.defers_reduction(state.opt_state)
         if dp is not None:
-            grads = self._reduce_gradients(grads)
+            if not deferred:
+                grads = self._reduce_gradients(grads)
             loss, metrics = dp.mean((loss, metrics))
             constant = getattr(self.objective, "constant_state", None)
             model_state = dp.mean(
@@ -454,9 +458,10 @@ class StepBuilder:
             )
         sharded = dp if dp is not None and dp.shard_optimizer_state else None
         if sharded:
-            # A sharded optimizer state: `grads` are this device's slices,
-            # and from here on so are `state.params` and `trainable` (the
-            # new slices are all-gathered after the update).
+            # A sharded optimizer state: `grads` are this device's slices
+            # (its whole, unreduced gradients if `deferred`), and from here
+            # on `state.params` and `trainable` are its slices (the new
+            # slices are all-gathered after the update).
             whole_params, whole_trainable = state.params, trainable
             state = state.replace(params=sharded.local_slices(state.params))
             trainable = sharded.local_slices(trainable)
@@ -493,6 +498,8 @@ class StepBuilder:
             return value if dp is None else dp.mean(value)
 
         extra = dict(value=loss, grad=grads, value_fn=value_fn)
+        if deferred:
+            extra["reduce_gradients"] = self._reduce_gradients
         if depth is not None:
             assert plan.freezing is not None  # a depth: the step freezes
             # Every counter a schedule reads advances on the same events: a
