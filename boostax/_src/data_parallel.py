@@ -137,16 +137,22 @@ class DataParallel:
         validation.check_bool(
             "shard_optimizer_state", self.shard_optimizer_state
         )
-        if self.shard_optimizer_state and self.reduction != "mean":
+        if self.shard_optimizer_state and self.reduction == "adasum_gradients":
             raise NotImplementedError(
-                "shard_optimizer_state is built for reduction='mean' only; "
-                f"with {self.reduction!r} it is not: AdaSum combines whole "
-                "updates or gradients of every leaf (and 'adasum' keeps a "
-                "state per device), and a sharded variant (AdaSum of each "
-                "device's slices after the reduce-scatter, the optimizer "
-                "state split within a node) is not implemented. Use "
-                "shard_optimizer_state=False with AdaSum."
+                "shard_optimizer_state is built for reduction 'mean' and "
+                "'adasum' (a node's state split over its devices), not for "
+                "'adasum_gradients'. Use reduction='adasum', or "
+                "shard_optimizer_state=False."
             )
+        if self.shard_optimizer_state and self.reduction == "adasum":
+            if self.local_axis is None or self.mesh.shape[self.local_axis] < 2:
+                raise ValueError(
+                    "shard_optimizer_state with reduction='adasum' splits "
+                    "each node's optimizer state over the node's devices: "
+                    "it needs a `local_axis` of 2 or more devices, got "
+                    f"local_axis={self.local_axis!r} on the mesh "
+                    f"{dict(self.mesh.shape)}."
+                )
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -169,7 +175,21 @@ class DataParallel:
     @property
     def per_device_optimizer_state(self) -> bool:
         """Whether each device keeps its own optimizer state (AdaSum)."""
-        return self.reduction == "adasum"
+        return self.reduction == "adasum" and not self.shard_optimizer_state
+
+    @property
+    def shard_axes(self) -> tuple[str, ...]:
+        """The axes a sharded optimizer state is split over: every axis,
+        or with AdaSum the local one (each node keeps its own state)."""
+        if self.reduction == "adasum":
+            assert self.local_axis is not None  # checked at construction
+            return (self.local_axis,)
+        return self.axes
+
+    @property
+    def num_shards(self) -> int:
+        """The devices a sharded optimizer state is split over."""
+        return math.prod(self.mesh.shape[a] for a in self.shard_axes)
 
     # -- the optimizer -----------------------------------------------------
 
@@ -218,8 +238,10 @@ class DataParallel:
         mean (`local_slices`).
         """
         if self.shard_optimizer_state:
+            # With AdaSum, the node's mean: the optimizer's AdaSum stage
+            # combines the nodes (`adasum_lib.node_slices`).
             return optimizer_sharding.reduce_scatter_mean(
-                grads, self.axes, self.num_devices
+                grads, self.shard_axes, self.num_shards
             )
         if self.reduction == "mean":
             return lax.pmean(grads, self.axes)
@@ -242,7 +264,7 @@ class DataParallel:
         if not self.shard_optimizer_state:
             return tree
         return optimizer_sharding.local_slices(
-            tree, self.axes, self.num_devices
+            tree, self.shard_axes, self.num_shards
         )
 
     def gather(self, slices, like, mask=None):
@@ -252,7 +274,7 @@ class DataParallel:
         if not self.shard_optimizer_state:
             return slices
         return optimizer_sharding.gather(
-            slices, like, self.axes, self.num_devices, mask
+            slices, like, self.shard_axes, self.num_shards, mask
         )
 
     def mean(self, tree, keep=None):
@@ -294,9 +316,19 @@ class DataParallel:
           init: ``params -> optimizer state``.
           params: the whole parameters (arrays or shapes).
         """
-        local = optimizer_sharding.abstract_slices(params, self.num_devices)
-        return optimizer_sharding.opt_state_specs(
-            jax.eval_shape(init, params), jax.eval_shape(init, local), self.axes
+        local = optimizer_sharding.abstract_slices(params, self.num_shards)
+        specs = optimizer_sharding.opt_state_specs(
+            jax.eval_shape(init, params),
+            jax.eval_shape(init, local),
+            self.shard_axes,
+        )
+        if self.reduction != "adasum":
+            return specs
+        # One state per node, stacked along a leading node axis.
+        return jax.tree.map(
+            lambda spec: P(self.node_axes, *spec),
+            specs,
+            is_leaf=lambda x: isinstance(x, P),
         )
 
     def state_specs(self, state, opt_state_specs=None):
@@ -342,6 +374,16 @@ class DataParallel:
 
         return jax.tree.map(spec, opt_state, is_leaf=_is_dim_reduce_state)
 
+    def _state_copies(self) -> int:
+        """How many optimizer states are stacked along a leading axis: one
+        per device (AdaSum), one per node (AdaSum with a sharded state), or
+        none (0)."""
+        if self.reduction != "adasum":
+            return 0
+        return (
+            self.num_nodes if self.shard_optimizer_state else self.num_devices
+        )
+
     def batch_spec(self) -> P:
         return P(self.axes)
 
@@ -354,9 +396,9 @@ class DataParallel:
         say (`sharded_opt_state_specs`). Works in every process of a
         multi-process run (each process passes the same initial state).
         """
-        stack = self.per_device_optimizer_state
+        stack = self._state_copies()
 
-        def put(x, spec, stack=False):
+        def put(x, spec, stack=0):
             if _is_typed_key(x):
                 # A typed key (jax.random.key) has no NumPy form: place its
                 # key data and wrap it again with the same implementation.
@@ -366,14 +408,14 @@ class DataParallel:
                 )
             host = np.asarray(x)
             if stack:
-                host = np.broadcast_to(host, (self.num_devices, *host.shape))
+                host = np.broadcast_to(host, (stack, *host.shape))
             return jax.make_array_from_callback(
                 host.shape,
                 NamedSharding(self.mesh, spec),
                 lambda index: host[index],
             )
 
-        def put_tree(spec, tree, stack=False):
+        def put_tree(spec, tree, stack=0):
             return jax.tree.map(lambda x: put(x, spec, stack), tree)
 
         opt_state = jax.tree.map(
@@ -416,7 +458,7 @@ class DataParallel:
         leaves with its leading axis back; a sharded one
         (`opt_state_specs`) enters and leaves as this device's slices.
         """
-        per_device = self.per_device_optimizer_state
+        per_device = bool(self._state_copies())
 
         def local(state, batch):
             if per_device:
