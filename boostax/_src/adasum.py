@@ -704,6 +704,14 @@ def adasum(
     reverse on the way in. Stateless inner optimizers (``optax.sgd``) need
     nothing. The updates come out the same on every device.
 
+    Inside `node_slices` (the train step with
+    ``DataParallel(reduction="adasum", shard_optimizer_state=True)``), the
+    gradients are this device's slices of its node's mean: `inner` runs
+    on the slices, and each slice of the updates is AdaSum'd with the
+    same slice on the other nodes, per leaf with the dot products and
+    norms of the whole leaves (summed over the node's slices); the
+    updates come out as this device's slices of the same result.
+
     Args:
       inner: the optimizer run on each device's gradients.
       axis_name: the mesh axis (or tuple of axes) of the devices, or of the

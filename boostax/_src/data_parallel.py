@@ -14,10 +14,13 @@ its gradients, and the devices combine them:
 
 With a ``local_axis`` (devices within a node), gradients are averaged over
 it first and AdaSum runs over the other axes (MindSpore's hierarchy).
-With ``shard_optimizer_state`` (``"mean"`` only), the gradients are
-reduce-scattered instead, each device updates its slice of the parameters
-and of the optimizer state, and the new slices are all-gathered
-(`boostax._src.optimizer_sharding`: ZeRO-1). Parameters stay replicated;
+With ``shard_optimizer_state``, the gradients are reduce-scattered
+instead, each device updates its slice of the parameters and of the
+optimizer state, and the new slices are all-gathered
+(`boostax._src.optimizer_sharding`: ZeRO-1); with ``"adasum"``, within a
+node (each node's state split over its devices), the slices' updates
+AdaSum'd across nodes in between (`boostax.adasum`). Parameters stay
+replicated;
 BatchNorm statistics are averaged over all devices after each step; the
 loss-scale state is reduced so that every device skips the same steps.
 
@@ -75,12 +78,18 @@ class DataParallel:
         gradients are averaged over it, AdaSum runs over the other axes.
         ``None``: AdaSum over every device.
       eps: AdaSum's epsilon on dot products and squared norms.
-      shard_optimizer_state: with ``"mean"``, store the optimizer state
-        split over the devices (1/D of it on each) and run the optimizer on
-        each device's slice: gradients reduce-scattered, new parameters
-        all-gathered (ZeRO-1; the same bytes as one all-reduce). A leaf is
-        split along its first axis whose size is a multiple of the device
-        count; a leaf with none stays whole on every device. Only
+      shard_optimizer_state: store the optimizer state split over the
+        devices (1/D of it on each) and run the optimizer on each device's
+        slice: gradients reduce-scattered, new parameters all-gathered
+        (ZeRO-1; the same bytes as one all-reduce). With ``"adasum"``, each
+        node's state is split over its devices (`local_axis`, of 2 or
+        more): the node's mean gradient is reduce-scattered, and each
+        device's slice of the updates is AdaSum'd with the same slice on
+        the other nodes, the dot products and norms of AdaSum's rule
+        summed over the node's slices (those of whole leaves, as without
+        sharding); ``"adasum_gradients"`` is not built. A leaf is split
+        along its first axis whose size is a multiple of the number of
+        devices it is split over; a leaf with none stays whole. Only
         elementwise optimizers (SGD, momentum, Adam, AdamW) are accepted:
         one that reads a whole leaf or tree (global-norm clipping,
         LARS/LAMB, gradient centralization, Adafactor, Muon, DimReduce) is
