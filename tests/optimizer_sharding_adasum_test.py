@@ -232,6 +232,15 @@ class ShardedAdaSumTest(parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "elementwise"):
             ts.init(_params())
 
+    @parameterized.parameters(4, 8)
+    def test_refuses_a_rule_read_from_the_slice_shape(self, num_shards):
+        # Centralization's mask tests the fan-in (32, a multiple of 16):
+        # a slice's (32 / 4 or / 8) fails it, and would not be centralized.
+        tx = boostax.with_gradient_centralization(optax.sgd(0.1))
+        kernel = {"k": jax.ShapeDtypeStruct((3, 3, 32, 32), np.float32)}
+        with self.assertRaisesRegex(ValueError, "otherwise on a slice"):
+            optimizer_sharding.check_elementwise(tx, kernel, num_shards)
+
 
 if __name__ == "__main__":
     absltest.main()
