@@ -94,6 +94,25 @@ class ShardedAdaSumTest(parameterized.TestCase):
                 slot.addressable_shards[0].data.shape, (1, 4 // per_node, 8)
             )
 
+    def test_accumulation(self):
+        # AdaSum inside the accumulation: it combines accumulated updates.
+        states = []
+        for shard in (False, True):
+            dp = _dp(4, shard)
+            ts = boostax.TrainStep(
+                boostax.make_objective(loss_fn=loss_fn),
+                boostax.gradient_accumulation(dp.adasum(optax.adam(1e-2)), 2),
+                data_parallel=dp,
+            )
+            state = ts.init(_params())
+            for seed in range(4):
+                state, metrics = ts(state, _batch(seed))
+            self.assertTrue(metrics["updated"])
+            states.append(state)
+        _utils.assert_trees_all_close(
+            states[1].params, states[0].params, rtol=1e-5, atol=1e-6
+        )
+
     @parameterized.parameters(4, 2)
     def test_equals_a_float64_reference(self, per_node):
         nodes = 8 // per_node
