@@ -42,6 +42,7 @@ network.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import warnings
@@ -206,18 +207,20 @@ def measure(name: str, nodes: int, per_node: int, args) -> dict:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        boosted = boostax.auto_boost(
+        config = {
+            "common": {"device_number": per_node},
+            "grad_freeze": {"param_groups": param_groups},
+        }
+        boost = functools.partial(
+            boostax.auto_boost,
             "O2",
-            {
-                "common": {"device_number": per_node},
-                "grad_freeze": {"param_groups": param_groups},
-            },
             optimizer=optimizer,
             model=model,
             loss=models.cross_entropy,
             sample_inputs=batch[0][:1],
             mesh=mesh,
         )
+        boosted = boost(config)
         state = boosted.init(variables)
     dp = boosted.data_parallel
     o2 = {
@@ -232,6 +235,11 @@ def measure(name: str, nodes: int, per_node: int, args) -> dict:
         "warnings": [str(w.message) for w in caught],
         "param_bytes": _nbytes(state.params),
     }
+    if nodes > 1 and per_node > 1:
+        o2["sharded"] = _o2_sharded(boost, config, variables, batch, per_node)
+        o2["opt_state_bytes_per_device"] = _bytes_on_first_device(
+            state.opt_state
+        )
     if args.quick:
         first = boosted.lower(state, batch).compile()
         o2["nothing_frozen"] = split_bytes(first.as_text(), devices, per_node)
@@ -297,6 +305,25 @@ def _sharded(optimizer, model, mesh, variables, batch, plain_state, plain):
     }
 
 
+def _o2_sharded(boost, config, variables, batch, per_node: int) -> dict:
+    """O2 with each node's optimizer state split over its devices
+    (``shard_optimizer_state=True``): its first program's bytes sent (as
+    ``O2``'s ``nothing_frozen``) and the state each device holds.
+
+    LessBN's gradient centralization is off: it reads whole kernels, and
+    sharding refuses it (it sends nothing, so the bytes are O2's)."""
+    config = {**config, "less_bn": {"gc_flag": False}}
+    step = boost(config, shard_optimizer_state=True)
+    state = step.init(variables)
+    compiled = step.lower(state, batch).compile()
+    return {
+        **split_bytes(
+            compiled.as_text(), step.data_parallel.num_devices, per_node
+        ),
+        "opt_state_bytes_per_device": _bytes_on_first_device(state.opt_state),
+    }
+
+
 # --------------------------------------------------------------------------
 
 
@@ -351,6 +378,32 @@ def print_sharded_table(rows: list[dict]) -> None:
         )
 
 
+def print_o2_sharded_table(rows: list[dict]) -> None:
+    print(
+        "\nO2 with the optimizer state split within each node, per device "
+        "(first program): kB sent, optimizer state"
+    )
+    print(
+        f"  {'model':<12} {'N x D':>6} | {'mean':>8} {'O2':>8} "
+        f"{'sharded':>8} {'/mean':>6} | {'state':>8} {'sharded':>8}"
+    )
+    for r in rows:
+        o = r["O2"]
+        if "sharded" not in o:
+            continue
+        layout = (
+            f"  {r['name']:<12} {r['nodes']:>2} x {r['devices_per_node']:<2}|"
+        )
+        s, mean = o["sharded"], r["mean"]["total"]
+        print(
+            f"{layout}"
+            f"{_kb(mean)} {_kb(o['nothing_frozen']['total'])} "
+            f"{_kb(s['total'])} {s['total'] / mean:>6.2f} |"
+            f"{_kb(o['opt_state_bytes_per_device'])} "
+            f"{_kb(s['opt_state_bytes_per_device'])}"
+        )
+
+
 def main(argv=None) -> dict:
     parser = _common.argument_parser(
         __doc__, "scaling.json", learning_rate=0.05
@@ -392,6 +445,7 @@ def main(argv=None) -> dict:
             rows.append({"name": name, **measure(name, nodes, per_node, args)})
     print_table(rows)
     print_sharded_table(rows)
+    print_o2_sharded_table(rows)
     result = {
         "benchmark": "scaling",
         "quick": args.quick,

@@ -247,6 +247,17 @@ def _check_sharded_rows(test, result):
             sharded["argument_bytes_per_device"],
             sharded["mean_argument_bytes_per_device"] - 0.8 * whole,
         )
+        o2 = row["O2"].get("sharded")
+        if o2 is not None:
+            # AdaSum across nodes on each device's slices: about the
+            # bytes of the mean step, 1/D of a node's state per device.
+            test.assertLessEqual(o2["total"], 1.1 * row["mean"]["total"])
+            test.assertLessEqual(
+                o2["opt_state_bytes_per_device"],
+                1.05
+                * row["O2"]["opt_state_bytes_per_device"]
+                / row["devices_per_node"],
+            )
 
 
 def _run_quick(script, *args):

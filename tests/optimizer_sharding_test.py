@@ -461,12 +461,6 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         )
 
     def test_errors(self):
-        with self.assertRaisesRegex(
-            NotImplementedError, "reduction='mean' only"
-        ):
-            boostax.DataParallel(
-                _mesh(), reduction="adasum", shard_optimizer_state=True
-            )
         with self.assertRaisesRegex(TypeError, "`shard_optimizer_state`"):
             boostax.DataParallel(_mesh(), shard_optimizer_state="yes")
         with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
@@ -474,20 +468,6 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
                 "O0",
                 optimizer=optax.sgd(0.1),
                 loss_fn=loss_fn,
-                shard_optimizer_state=True,
-            )
-        with self.assertRaisesRegex(
-            NotImplementedError, "reduction='mean' only"
-        ):
-            boostax.auto_boost(
-                "O0",
-                {
-                    "boost": {"mode": "manual", "adasum": True},
-                    "common": {"device_number": 4},
-                },
-                optimizer=optax.sgd(0.1),
-                loss_fn=loss_fn,
-                mesh=_mesh(),
                 shard_optimizer_state=True,
             )
 

@@ -32,7 +32,8 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -41,7 +42,7 @@ import numpy as np
 import optax
 from jax import lax
 
-from boostax._src import validation
+from boostax._src import optimizer_sharding, step_context, validation
 
 AxisName = str | tuple[str, ...]
 
@@ -419,6 +420,114 @@ def _reduce(
     return (tree, cosine) if with_cosine else tree
 
 
+class NodeSlices(NamedTuple):
+    """What `adasum`'s update receives under a sharded optimizer state.
+
+    Set by the train step (`node_slices`) with
+    ``DataParallel(reduction="adasum", shard_optimizer_state=True)``: the
+    gradients were already averaged within the node by a reduce-scatter
+    over the local axis, and every leaf is this device's slice of the
+    node's mean (`optimizer_sharding.split_axis` over `num_shards`).
+
+    Attributes:
+      whole: the whole leaves (anything with ``.shape``), in the structure
+        of the trees the optimizer sees.
+      num_shards: the devices of a node the leaves are split over.
+      reduce: ``False`` while the step only checks the inner optimizer
+        (`optimizer_sharding.check_elementwise`): AdaSum is skipped.
+    """
+
+    whole: Any
+    num_shards: int
+    reduce: bool = True
+
+
+@contextlib.contextmanager
+def node_slices(
+    whole: Any, num_shards: int, *, reduce: bool = True
+) -> Iterator[NodeSlices]:
+    """Within it, `adasum` updates take slices of a node's mean (see
+    `NodeSlices`)."""
+    context = NodeSlices(whole, num_shards, reduce)
+    with step_context.extended(node_slices=context):
+        yield context
+
+
+def _is_masked(x) -> bool:
+    return isinstance(x, optax.MaskedNode)
+
+
+def _reduce_node_slices(
+    tree,
+    sliced: NodeSlices,
+    node_axes: tuple[str, ...],
+    local_axes: tuple[str, ...],
+    eps: float,
+):
+    """AdaSum over `node_axes` of what each device of a node holds.
+
+    Each device holds, per leaf, its slice of its node's mean (split over
+    the `local_axes` devices as `optimizer_sharding.split_axis` says), or
+    the whole leaf when it has no axis to split (equal on the node's
+    devices). The result is the slice of AdaSum of the nodes' whole
+    leaves: per leaf, the dot product and squared norms AdaSum's rule
+    reads are summed over the slices (``psum`` over `local_axes`), so its
+    coefficients are those of the whole leaves, and each device applies
+    them to its slice. A whole leaf is cut into D pieces first, each
+    device combining one, and all-gathered after. Scalars and 1-element
+    leaves get the mean over the nodes. Returns ``(tree, cosine)`` like
+    `_reduce` with `with_cosine`.
+    """
+    cosine = jnp.full([], jnp.nan, jnp.float32)
+    leaves, treedef = jax.tree.flatten(tree, is_leaf=_is_masked)
+    wholes = jax.tree.leaves(sliced.whole, is_leaf=_is_masked)
+    if len(wholes) != len(leaves):
+        raise ValueError(
+            "AdaSum over slices: the updates have "
+            f"{len(leaves)} leaves and the parameters {len(wholes)}; "
+            "the optimizer must see trees of the parameters' structure."
+        )
+    node, local = _canonical(node_axes), _canonical(local_axes)
+    p = lax.axis_size(node)
+    d, index = sliced.num_shards, lax.axis_index(local)
+    out = list(leaves)
+    small, pieces, shapes = [], {}, {}
+    for i, (x, whole) in enumerate(zip(leaves, wholes, strict=True)):
+        if _is_masked(x):
+            continue
+        x = _check_leaf(x)
+        shape = tuple(jnp.shape(whole))
+        if int(np.prod(shape)) <= 1:
+            small.append(i)
+        elif optimizer_sharding.split_axis(shape, d) is not None:
+            pieces[i] = jnp.ravel(x)
+        else:  # whole on each device: combine 1/D of it
+            size = -(-x.size // d)
+            flat = jnp.pad(jnp.ravel(x), (0, size * d - x.size))
+            pieces[i] = lax.dynamic_slice_in_dim(flat, index * size, size)
+            shapes[i] = x
+    if small:
+        acc = jnp.result_type(jnp.float32, *(leaves[i] for i in small))
+        vec = jnp.concatenate([jnp.ravel(leaves[i]).astype(acc) for i in small])
+        vec = lax.pmean(vec, node)
+        for j, i in enumerate(small):
+            out[i] = vec[j].reshape(leaves[i].shape).astype(leaves[i].dtype)
+    if pieces and p > 1:
+        big = sorted(pieces)
+        like = [pieces[i] for i in big]
+        q = 1 << (p.bit_length() - 1)
+        layout = _layout([x.size for x in like], q)
+        buf = _pack(like, layout, jnp.result_type(jnp.float32, *like))
+        buf, cosines = _adasum_buffer(buf, layout, node, local, eps)
+        cosine = (lax.psum(cosines, node) / (p - 1)).astype(jnp.float32)
+        for i, x in zip(big, _unpack(buf, layout, like), strict=True):
+            if i in shapes:
+                whole = shapes[i]
+                x = lax.all_gather(x, local, tiled=True)[: whole.size]
+            out[i] = x.reshape(leaves[i].shape).astype(leaves[i].dtype)
+    return treedef.unflatten(out), cosine
+
+
 def adasum_reduce(tree: Any, axis_name: AxisName, *, eps: float = 1e-12):
     """AdaSum of the per-device pytrees over a mesh axis, inside shard_map.
 
@@ -586,6 +695,14 @@ def adasum(
     reverse on the way in. Stateless inner optimizers (``optax.sgd``) need
     nothing. The updates come out the same on every device.
 
+    Inside `node_slices` (the train step with
+    ``DataParallel(reduction="adasum", shard_optimizer_state=True)``), the
+    gradients are this device's slices of its node's mean: `inner` runs
+    on the slices, and each slice of the updates is AdaSum'd with the
+    same slice on the other nodes, per leaf with the dot products and
+    norms of the whole leaves (summed over the node's slices); the
+    updates come out as this device's slices of the same result.
+
     Args:
       inner: the optimizer run on each device's gradients.
       axis_name: the mesh axis (or tuple of axes) of the devices, or of the
@@ -640,14 +757,34 @@ def adasum(
         )
 
     def update_fn(updates, state, params=None, **extra_args):
-        if local is not None:
+        sliced = step_context.current().node_slices
+        if sliced is not None and local is None:
+            raise ValueError(
+                "AdaSum with a sharded optimizer state needs the local "
+                "axis its slices are split over: build it with "
+                "`local_axis_name` (DataParallel(local_axis=...))."
+            )
+        if local is not None and sliced is None:
             updates = lax.pmean(updates, _canonical(local))
         updates, inner_state = inner.update(
             updates, state.inner_state, params, **extra_args
         )
-        updates, cosine = _reduce(
-            updates, node, local, eps, local_identical=True, with_cosine=True
-        )
+        if sliced is None:
+            updates, cosine = _reduce(
+                updates,
+                node,
+                local,
+                eps,
+                local_identical=True,
+                with_cosine=True,
+            )
+        elif sliced.reduce:
+            assert local is not None  # refused above
+            updates, cosine = _reduce_node_slices(
+                updates, sliced, node, local, eps
+            )
+        else:  # only the inner optimizer is being checked
+            cosine = state.cosine
         return updates, AdaSumState(inner_state=inner_state, cosine=cosine)
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -107,11 +107,12 @@ def auto_boost(
         AdaSum'd across nodes. A 2-D mesh gives the (node, local) axes
         directly. In a multi-process run, each process passes its share of
         every batch.
-      shard_optimizer_state: with `mesh` and averaging (AdaSum off), split
-        the optimizer state over the devices (ZeRO-1, see
-        `DataParallel`): 1/D of it per device, the same bytes sent.
-        Elementwise optimizers only; not built with AdaSum
-        (``NotImplementedError``). Default ``False``.
+      shard_optimizer_state: with `mesh`, split the optimizer state over
+        the devices (ZeRO-1, see `DataParallel`): with averaging, 1/P of it
+        per device, the same bytes sent; with AdaSum (O2), each node's
+        state split over its ``common.device_number`` devices, AdaSum
+        across nodes run on each device's slices. Elementwise optimizers
+        only. Default ``False``.
       pca_matrix: with ``dim_reduce``, the ``(n_components, n_params)``
         PCA matrix of the weight trajectory (default: from the config's
         ``pca_mat_path`` / ``weight_load_dir``, or `trajectory`).

@@ -384,7 +384,7 @@ def data_parallel_from_config(
     """The data-parallel plan of `mesh` under the config's ``adasum`` switch.
 
     `shard_optimizer_state` goes to the `DataParallel` plan (it needs a
-    `mesh`, and is not built with AdaSum).
+    `mesh`; with AdaSum, nodes of 2 or more devices).
 
     Without AdaSum, gradients are averaged over every device of `mesh`.
     With it, a 1-D mesh is cut into nodes of ``common.device_number``

@@ -14,10 +14,13 @@ its gradients, and the devices combine them:
 
 With a ``local_axis`` (devices within a node), gradients are averaged over
 it first and AdaSum runs over the other axes (MindSpore's hierarchy).
-With ``shard_optimizer_state`` (``"mean"`` only), the gradients are
-reduce-scattered instead, each device updates its slice of the parameters
-and of the optimizer state, and the new slices are all-gathered
-(`boostax._src.optimizer_sharding`: ZeRO-1). Parameters stay replicated;
+With ``shard_optimizer_state``, the gradients are reduce-scattered
+instead, each device updates its slice of the parameters and of the
+optimizer state, and the new slices are all-gathered
+(`boostax._src.optimizer_sharding`: ZeRO-1); with ``"adasum"``, within a
+node (each node's state split over its devices), the slices' updates
+AdaSum'd across nodes in between (`boostax.adasum`). Parameters stay
+replicated;
 BatchNorm statistics are averaged over all devices after each step; the
 loss-scale state is reduced so that every device skips the same steps.
 
@@ -76,15 +79,22 @@ class DataParallel:
         gradients are averaged over it, AdaSum runs over the other axes.
         ``None``: AdaSum over every device.
       eps: AdaSum's epsilon on dot products and squared norms.
-      shard_optimizer_state: with ``"mean"``, store the optimizer state
-        split over the devices (1/D of it on each) and run the optimizer on
-        each device's slice: gradients reduce-scattered, new parameters
-        all-gathered (ZeRO-1; the same bytes as one all-reduce). With
+      shard_optimizer_state: store the optimizer state split over the
+        devices (1/D of it on each) and run the optimizer on each device's
+        slice: gradients reduce-scattered, new parameters all-gathered
+        (ZeRO-1; the same bytes as one all-reduce). With ``"mean"`` and
         `boostax.gradient_accumulation` as the optimizer, each device
         accumulates its own micro-gradients, whole, and the reduce-scatter
-        runs once per update, on the micro-step that updates. A leaf is
-        split along its first axis whose size is a multiple of the device
-        count; a leaf with none stays whole on every device. Only
+        runs once per update, on the micro-step that updates. With
+        ``"adasum"``, each node's state is split over its devices
+        (`local_axis`, of 2 or more): the node's mean gradient is
+        reduce-scattered, and each device's slice of the updates is
+        AdaSum'd with the same slice on the other nodes, the dot products
+        and norms of AdaSum's rule summed over the node's slices (those of
+        whole leaves, as without sharding); ``"adasum_gradients"`` is not
+        built. A leaf is split along its first axis whose size is a
+        multiple of the number of devices it is split over; a leaf with
+        none stays whole. Only
         elementwise optimizers (SGD, momentum, Adam, AdamW) are accepted:
         one that reads a whole leaf or tree (global-norm clipping,
         LARS/LAMB, gradient centralization, Adafactor, Muon, DimReduce) is
@@ -141,16 +151,22 @@ class DataParallel:
         validation.check_bool(
             "shard_optimizer_state", self.shard_optimizer_state
         )
-        if self.shard_optimizer_state and self.reduction != "mean":
+        if self.shard_optimizer_state and self.reduction == "adasum_gradients":
             raise NotImplementedError(
-                "shard_optimizer_state is built for reduction='mean' only; "
-                f"with {self.reduction!r} it is not: AdaSum combines whole "
-                "updates or gradients of every leaf (and 'adasum' keeps a "
-                "state per device), and a sharded variant (AdaSum of each "
-                "device's slices after the reduce-scatter, the optimizer "
-                "state split within a node) is not implemented. Use "
-                "shard_optimizer_state=False with AdaSum."
+                "shard_optimizer_state is built for reduction 'mean' and "
+                "'adasum' (a node's state split over its devices), not for "
+                "'adasum_gradients'. Use reduction='adasum', or "
+                "shard_optimizer_state=False."
             )
+        if self.shard_optimizer_state and self.reduction == "adasum":
+            if self.local_axis is None or self.mesh.shape[self.local_axis] < 2:
+                raise ValueError(
+                    "shard_optimizer_state with reduction='adasum' splits "
+                    "each node's optimizer state over the node's devices: "
+                    "it needs a `local_axis` of 2 or more devices, got "
+                    f"local_axis={self.local_axis!r} on the mesh "
+                    f"{dict(self.mesh.shape)}."
+                )
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -173,7 +189,21 @@ class DataParallel:
     @property
     def per_device_optimizer_state(self) -> bool:
         """Whether each device keeps its own optimizer state (AdaSum)."""
-        return self.reduction == "adasum"
+        return self.reduction == "adasum" and not self.shard_optimizer_state
+
+    @property
+    def shard_axes(self) -> tuple[str, ...]:
+        """The axes a sharded optimizer state is split over: every axis,
+        or with AdaSum the local one (each node keeps its own state)."""
+        if self.reduction == "adasum":
+            assert self.local_axis is not None  # checked at construction
+            return (self.local_axis,)
+        return self.axes
+
+    @property
+    def num_shards(self) -> int:
+        """The devices a sharded optimizer state is split over."""
+        return math.prod(self.mesh.shape[a] for a in self.shard_axes)
 
     # -- the optimizer -----------------------------------------------------
 
@@ -222,8 +252,10 @@ class DataParallel:
         mean (`local_slices`).
         """
         if self.shard_optimizer_state:
+            # With AdaSum, the node's mean: the optimizer's AdaSum stage
+            # combines the nodes (`adasum_lib.node_slices`).
             return optimizer_sharding.reduce_scatter_mean(
-                grads, self.axes, self.num_devices
+                grads, self.shard_axes, self.num_shards
             )
         if self.reduction == "mean":
             return lax.pmean(grads, self.axes)
@@ -251,8 +283,12 @@ class DataParallel:
         the micro-step that updates. Its accumulator is then per device,
         stacked on a leading device axis (`stack_accumulator`).
         """
-        return self.shard_optimizer_state and isinstance(
-            opt_state, accumulation_lib.GradientAccumulationState
+        return (
+            self.shard_optimizer_state
+            and self.reduction == "mean"
+            and isinstance(
+                opt_state, accumulation_lib.GradientAccumulationState
+            )
         )
 
     def stack_accumulator(self, opt_state, stack):
@@ -270,7 +306,7 @@ class DataParallel:
         if not self.shard_optimizer_state:
             return tree
         return optimizer_sharding.local_slices(
-            tree, self.axes, self.num_devices
+            tree, self.shard_axes, self.num_shards
         )
 
     def gather(self, slices, like, mask=None):
@@ -280,7 +316,7 @@ class DataParallel:
         if not self.shard_optimizer_state:
             return slices
         return optimizer_sharding.gather(
-            slices, like, self.axes, self.num_devices, mask
+            slices, like, self.shard_axes, self.num_shards, mask
         )
 
     def mean(self, tree, keep=None):
@@ -322,11 +358,18 @@ class DataParallel:
           init: ``params -> optimizer state``.
           params: the whole parameters (arrays or shapes).
         """
-        local = optimizer_sharding.abstract_slices(params, self.num_devices)
+        local = optimizer_sharding.abstract_slices(params, self.num_shards)
         whole = jax.eval_shape(init, params)
         specs = optimizer_sharding.opt_state_specs(
-            whole, jax.eval_shape(init, local), self.axes
+            whole, jax.eval_shape(init, local), self.shard_axes
         )
+        if self.reduction == "adasum":
+            # One state per node, stacked along a leading node axis.
+            return jax.tree.map(
+                lambda spec: P(self.node_axes, *spec),
+                specs,
+                is_leaf=lambda x: isinstance(x, P),
+            )
         if self.defers_reduction(whole):
             # Per-device accumulators, stacked on a leading device axis.
             specs = specs._replace(
@@ -377,6 +420,16 @@ class DataParallel:
 
         return jax.tree.map(spec, opt_state, is_leaf=_is_dim_reduce_state)
 
+    def _state_copies(self) -> int:
+        """How many optimizer states are stacked along a leading axis: one
+        per device (AdaSum), one per node (AdaSum with a sharded state), or
+        none (0)."""
+        if self.reduction != "adasum":
+            return 0
+        return (
+            self.num_nodes if self.shard_optimizer_state else self.num_devices
+        )
+
     def batch_spec(self) -> P:
         return P(self.axes)
 
@@ -390,7 +443,7 @@ class DataParallel:
         (`defers_reduction`) stacked too. Works in every process of a
         multi-process run (each process passes the same initial state).
         """
-        stack = self.per_device_optimizer_state
+        stack = self._state_copies()
         state = state.replace(
             opt_state=self.stack_accumulator(
                 state.opt_state,
@@ -400,7 +453,7 @@ class DataParallel:
             )
         )
 
-        def put(x, spec, stack=False):
+        def put(x, spec, stack=0):
             if _is_typed_key(x):
                 # A typed key (jax.random.key) has no NumPy form: place its
                 # key data and wrap it again with the same implementation.
@@ -410,14 +463,14 @@ class DataParallel:
                 )
             host = np.asarray(x)
             if stack:
-                host = np.broadcast_to(host, (self.num_devices, *host.shape))
+                host = np.broadcast_to(host, (stack, *host.shape))
             return jax.make_array_from_callback(
                 host.shape,
                 NamedSharding(self.mesh, spec),
                 lambda index: host[index],
             )
 
-        def put_tree(spec, tree, stack=False):
+        def put_tree(spec, tree, stack=0):
             return jax.tree.map(lambda x: put(x, spec, stack), tree)
 
         opt_state = jax.tree.map(
@@ -461,7 +514,7 @@ class DataParallel:
         back; a sharded one (`opt_state_specs`) enters and leaves as this
         device's slices.
         """
-        per_device = self.per_device_optimizer_state
+        per_device = bool(self._state_copies())
 
         def local(state, batch):
             opt_state = self.stack_accumulator(state.opt_state, lambda x: x[0])

@@ -243,6 +243,16 @@ def _sub_jaxprs(eqn) -> list:
     return found
 
 
+def _primitives(jaxpr) -> list[str]:
+    """The names of `jaxpr`'s primitives, nested jaxprs' included."""
+    names = []
+    for eqn in jaxpr.eqns:
+        names.append(eqn.primitive.name)
+        for sub in _sub_jaxprs(eqn):
+            names.extend(_primitives(sub))
+    return names
+
+
 def _size(var) -> int:
     return math.prod(getattr(var.aval, "shape", ()))
 
@@ -358,12 +368,29 @@ def check_elementwise(
         + [False] * len(jax.tree.leaves(scalars))
     )
     found, _ = _find_mixing(closed.jaxpr, tainted)
+    if not found and _primitives(closed.jaxpr) != _primitives(
+        jax.make_jaxpr(update)(
+            abstract_slices(params, 1),
+            jax.eval_shape(optimizer.init, params),
+            abstract_slices(params, 1),
+            scalars,
+        ).jaxpr
+    ):
+        # The slices run another computation than the whole leaves: a rule
+        # that reads a leaf's shape (centralization's fan-in test) chose
+        # differently for a slice.
+        found = (
+            "computes otherwise on a slice than on the whole leaf (a rule "
+            "that reads the leaf's shape, e.g. centralization's fan-in test)"
+        )
+    elif found:
+        found = f"applies `{found}` to a sliced value"
     if found:
         raise ValueError(
             "shard_optimizer_state runs the optimizer on each device's "
             "slice of every leaf, which is correct only for elementwise "
-            "optimizers (SGD, momentum, Adam, AdamW); this one applies "
-            f"`{found}` to a sliced value (e.g. global-norm clipping, "
-            "LARS/LAMB trust ratios, gradient centralization, Adafactor, "
-            "Muon, a line search). Use shard_optimizer_state=False with it."
+            f"optimizers (SGD, momentum, Adam, AdamW); this one {found} "
+            "(e.g. global-norm clipping, LARS/LAMB trust ratios, gradient "
+            "centralization, Adafactor, Muon, a line search). Use "
+            "shard_optimizer_state=False with it."
         )

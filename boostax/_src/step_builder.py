@@ -240,10 +240,11 @@ class StepBuilder:
         ):
             scalars["skipped"] = jax.ShapeDtypeStruct((), jnp.bool_)
         groups = plan.freezing and plan.freezing.group_optimizers
-        for optimizer in groups or (plan.optimizer,):
-            optimizer_sharding.check_elementwise(
-                optimizer, params, dp.num_devices, scalars
-            )
+        with _node_slices(dp, params, reduce=False):  # AdaSum's inner step
+            for optimizer in groups or (plan.optimizer,):
+                optimizer_sharding.check_elementwise(
+                    optimizer, params, dp.num_shards, scalars
+                )
         return dp.sharded_opt_state_specs(
             lambda p: self.init_opt_state(plan, p), params
         )
@@ -538,6 +539,9 @@ class StepBuilder:
             )
             return params, opt_state, model_state
 
+        if sharded:
+            apply = _on_node_slices(sharded, whole_params, apply)
+
         def keep():
             return state.params, state.opt_state, state.model_state
 
@@ -668,6 +672,25 @@ def optimizer_metrics(opt_state, finite=None) -> dict[str, jax.Array]:
 @contextlib.contextmanager
 def _no_context():
     yield
+
+
+def _node_slices(dp, whole, *, reduce=True):
+    """With a sharded AdaSum plan, the context in which its optimizer's
+    AdaSum stage takes this device's slices of the node's mean
+    (`adasum.node_slices`); otherwise none."""
+    if dp.reduction != "adasum" or not dp.shard_optimizer_state:
+        return _no_context()
+    return adasum_lib.node_slices(whole, dp.num_shards, reduce=reduce)
+
+
+def _on_node_slices(dp, whole, apply):
+    """`apply` (the optimizer update) run in `_node_slices`' context."""
+
+    def run(extra):
+        with _node_slices(dp, whole):
+            return apply(extra)
+
+    return run
 
 
 def _update(optimizer, grads, opt_state, params, extra):

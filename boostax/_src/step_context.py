@@ -7,13 +7,15 @@ The step builder sets one `StepContext` around the loss it differentiates
 (`current`) instead of taking arguments the user's loss never passes on:
 the objectives cast to the precision policy (`precision.current`), and the
 model's collectives map their axis names to the data-parallel axes
-(`step_attributes.map_axis_name`). Outside a step the context is the
-default: float32, one device.
+(`step_attributes.map_axis_name`); around the optimizer's update of a
+sharded AdaSum step, AdaSum reads which slices it combines
+(`adasum.node_slices`). Outside a step the context is the default:
+float32, one device, whole leaves.
 
 A context variable, not a global: threads compiling other programs of the
 same step in the background each see their own trace's context.
 
-This module imports nothing from boostax, so both readers can use it.
+This module imports nothing from boostax, so every reader can use it.
 """
 
 from __future__ import annotations
@@ -33,10 +35,14 @@ class StepContext:
       policy: the `PrecisionPolicy` the step computes in, or ``None``
         (float32).
       data_axes: the step's data-parallel mesh axes (empty: one device).
+      node_slices: with a sharded AdaSum optimizer state, around the
+        optimizer's update, the `adasum.NodeSlices` its AdaSum stage
+        combines; ``None``: whole leaves.
     """
 
     policy: Any = None
     data_axes: tuple[str, ...] = ()
+    node_slices: Any = None
 
 
 # (A frozen dataclass: the shared default cannot be changed in place.)
@@ -60,6 +66,22 @@ def tracing(
       The `StepContext` set.
     """
     context = StepContext(policy, tuple(data_axes))
+    token = _CONTEXT.set(context)
+    try:
+        yield context
+    finally:
+        _CONTEXT.reset(token)
+
+
+@contextlib.contextmanager
+def extended(**changes: Any) -> Iterator[StepContext]:
+    """Within it, `current` is the current context with `changes` (fields
+    of `StepContext`), e.g. AdaSum's slices around the optimizer's update.
+
+    Yields:
+      The `StepContext` set.
+    """
+    context = dataclasses.replace(current(), **changes)
     token = _CONTEXT.set(context)
     try:
         yield context
