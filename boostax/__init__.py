@@ -53,6 +53,7 @@ from boostax._src.cost import CostReport as CostReport
 from boostax._src.cost import ExecutableCost as ExecutableCost
 from boostax._src.cost import cost_report as cost_report
 from boostax._src.cost import executable_cost as executable_cost
+from boostax._src.cost import state_bytes_per_device as state_bytes_per_device
 from boostax._src.data_parallel import DataParallel as DataParallel
 from boostax._src.data_parallel import node_mesh as node_mesh
 from boostax._src.dim_reduce import DimReduceState as DimReduceState
@@ -250,6 +251,7 @@ __all__ = (
     "scale_by_freeze_out",
     "seq_len_warmup",
     "split_parameters_groups",
+    "state_bytes_per_device",
     "step_bytes",
     "text_recipe",
     "to_flax_train_state",

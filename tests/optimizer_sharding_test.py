@@ -481,6 +481,26 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         )
         self.assertTrue(ts.data_parallel.shard_optimizer_state)
 
+    def test_cost_report_shows_the_state_each_device_holds(self):
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.adam(1e-2),
+            loss_fn=loss_fn,
+            mesh=_mesh(),
+            shard_optimizer_state=True,
+        )
+        state = ts.init(_params())
+        report = boostax.cost_report(ts, state, _batch(0))
+        ours, plain = report.state_bytes["boosted"], report.state_bytes["plain"]
+        self.assertEqual(ours, boostax.state_bytes_per_device(state))
+        # Adam's two slots of the 8-divisible leaves (4x8, 1x8, 8x1: 48
+        # floats) are split over 8 devices; "odd" (3) stays whole.
+        self.assertEqual(ours["opt_state"] - plain["opt_state"], -2 * 42 * 4)
+        self.assertEqual(ours["params"], plain["params"])
+        self.assertEqual(ours["opt_state"], _device_bytes(state.opt_state)[0])
+        self.assertIn("state per device: params", str(report))
+        self.assertEqual(report.as_dict()["state_bytes"]["plain"], plain)
+
 
 if __name__ == "__main__":
     absltest.main()

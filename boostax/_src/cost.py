@@ -266,6 +266,43 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
 # --------------------------------------------------------------------------
 
 
+def _bytes_per_device(leaf) -> int:
+    """Bytes of one device's share of `leaf` (an array, or its shapes): its
+    shard under a `jax.sharding` sharding, else the whole leaf."""
+    shape = tuple(np.shape(leaf))
+    sharding = getattr(leaf, "sharding", None)
+    if sharding is not None:
+        shape = tuple(sharding.shard_shape(shape))
+    # A typed PRNG key's dtype knows the bytes of its key data.
+    return int(np.prod(shape, dtype=np.int64)) * leaf.dtype.itemsize
+
+
+def state_bytes_per_device(state) -> dict[str, int]:
+    """The bytes of a `TrainState` that each device holds, by part.
+
+    A replicated leaf counts whole on every device; a sharded one
+    (`DataParallel(shard_optimizer_state=True)`, or AdaSum's per-device
+    optimizer states) counts its shard.
+
+    Args:
+      state: a `TrainState`, of arrays or of ``jax.ShapeDtypeStruct``.
+
+    Returns:
+      ``{"params", "opt_state", "other" (model state, key, counters and
+      the algorithms' states), "total"}``, in bytes.
+    """
+
+    def part(tree) -> int:
+        return sum(_bytes_per_device(x) for x in jax.tree.leaves(tree))
+
+    parts = {
+        "params": part(state.params),
+        "opt_state": part(state.opt_state),
+        "other": part(state.replace(params=None, opt_state=None)),
+    }
+    return {**parts, "total": sum(parts.values())}
+
+
 @dataclasses.dataclass(frozen=True)
 class CostReport:
     """The cost of a boosted train step against the plain Optax step.
@@ -300,6 +337,11 @@ class CostReport:
         ``weighted["lowered_collective_bytes"]`` (ratios ``None`` when the
         baseline is not a `TrainStep`). These, not the CPU's cost analysis,
         show what a precision policy saves.
+      state_bytes: ``{"boosted": ..., "plain": ...}``: the bytes of each
+        step's state a device holds (`state_bytes_per_device`: params,
+        optimizer state, the rest), which a sharded optimizer state
+        (`DataParallel(shard_optimizer_state=True)`) divides; ``"plain"``
+        ``None`` with a compiled `baseline` (no state given).
     """
 
     executables: dict[str, ExecutableCost]
@@ -311,6 +353,9 @@ class CostReport:
     less_bn: Any = None
     algorithms: tuple[str, ...] = ()
     step_bytes: dict[str, step_bytes_lib.StepBytes] = dataclasses.field(
+        default_factory=dict
+    )
+    state_bytes: dict[str, dict[str, int] | None] = dataclasses.field(
         default_factory=dict
     )
 
@@ -365,6 +410,10 @@ class CostReport:
             },
             "weighted": dict(self.weighted),
             "ratios": dict(self.ratios),
+            "state_bytes": {
+                name: None if parts is None else dict(parts)
+                for name, parts in self.state_bytes.items()
+            },
             "accelerator": self.accelerator._asdict(),
             "less_bn": None
             if self.less_bn is None
@@ -427,6 +476,7 @@ class CostReport:
             f"not measured): {r['projected_step_time']:.3f}x plain",
         ]
         lines += self._saved_lines()
+        lines += self._state_lines()
         if self.less_bn is not None:
             removed = len(self.less_bn.removed)
             lines.append(
@@ -439,6 +489,24 @@ class CostReport:
                 )
             )
         return "\n".join(lines)
+
+    def _state_lines(self) -> list[str]:
+        """The state each device holds, against plain's."""
+        ours = self.state_bytes.get("boosted")
+        if ours is None:
+            return []
+        plain = self.state_bytes.get("plain")
+
+        def part(name: str) -> str:
+            text = f"{name.replace('_', ' ')} {ours[name] / 1e6:.3f} MB"
+            if plain is not None:
+                text += f" ({_ratio(ours[name], plain[name])}x plain)"
+            return text
+
+        return [
+            "state per device: "
+            + ", ".join(part(n) for n in ("params", "opt_state", "total"))
+        ]
 
     def _saved_lines(self) -> list[str]:
         """Saved activations per executable, with their dtypes."""
@@ -699,4 +767,10 @@ def cost_report(
         if config is None
         else tuple(a for a in config_lib.ALGORITHMS if config.is_enabled(a)),
         step_bytes=found,
+        state_bytes={
+            "boosted": state_bytes_per_device(state),
+            "plain": None
+            if baseline_state is None
+            else state_bytes_per_device(baseline_state),
+        },
     )
