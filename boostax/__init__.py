@@ -39,6 +39,7 @@ from boostax._src.config import MODES as MODES
 from boostax._src.config import BoostConfig as BoostConfig
 from boostax._src.config import BoostSection as BoostSection
 from boostax._src.config import CommonSection as CommonSection
+from boostax._src.config import DataParallelSection as DataParallelSection
 from boostax._src.config import DimReduceSection as DimReduceSection
 from boostax._src.config import (
     GradAccumulationSection as GradAccumulationSection,
@@ -165,6 +166,7 @@ __all__ = (
     "CommonSection",
     "CostReport",
     "DataParallel",
+    "DataParallelSection",
     "DimReduceSection",
     "DimReduceState",
     "DynamicLossScale",

@@ -77,8 +77,12 @@ class DefaultsTest(parameterized.TestCase):
         extras["zero_init_residual"] = False
         for key, value in extras.items():
             self.assertEqual(defaults["less_bn"].pop(key), value)
-        # boostax's own section (sequence-length warm-up) is off.
+        # boostax's own sections (sequence-length warm-up, the sharded
+        # optimizer state) are off.
         self.assertFalse(defaults.pop("seq_len_warmup")["enabled"])
+        self.assertEqual(
+            defaults.pop("data_parallel"), {"shard_optimizer_state": False}
+        )
         # fn_flag None: MindSpore's True where the FN head can work (a
         # classifier's logits), off on per-position outputs.
         self.assertIsNone(defaults["less_bn"]["fn_flag"])

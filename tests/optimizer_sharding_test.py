@@ -481,6 +481,39 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         )
         self.assertTrue(ts.data_parallel.shard_optimizer_state)
 
+    def test_the_config_key_switches_it_on(self):
+        config = {"data_parallel": {"shard_optimizer_state": True}}
+        ts = boostax.auto_boost(
+            "O0",
+            config,
+            optimizer=optax.sgd(0.1),
+            loss_fn=loss_fn,
+            mesh=_mesh(),
+        )
+        self.assertTrue(ts.data_parallel.shard_optimizer_state)
+        self.assertTrue(
+            boostax.BoostConfig.from_dict(
+                config
+            ).data_parallel.shard_optimizer_state
+        )
+        with self.assertRaisesRegex(ValueError, "contradicts the config's"):
+            boostax.auto_boost(
+                "O0",
+                config,
+                optimizer=optax.sgd(0.1),
+                loss_fn=loss_fn,
+                mesh=_mesh(),
+                shard_optimizer_state=False,
+            )
+        with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
+            boostax.auto_boost(
+                "O0", config, optimizer=optax.sgd(0.1), loss_fn=loss_fn
+            )
+        with self.assertRaisesRegex(TypeError, "shard_optimizer_state"):
+            boostax.BoostConfig.from_dict(
+                {"data_parallel": {"shard_optimizer_state": "yes"}}
+            )
+
     def test_cost_report_shows_the_state_each_device_holds(self):
         ts = boostax.auto_boost(
             "O0",

@@ -45,7 +45,7 @@ def auto_boost(
     loss_scale: Any = None,
     precision: Any = None,
     mesh: Mesh | None = None,
-    shard_optimizer_state: bool = False,
+    shard_optimizer_state: bool | None = None,
     pca_matrix: Any = None,
     trajectory: Any = None,
     donate_state: bool = False,
@@ -112,7 +112,8 @@ def auto_boost(
         per device, the same bytes sent; with AdaSum (O2), each node's
         state split over its ``common.device_number`` devices, AdaSum
         across nodes run on each device's slices. Elementwise optimizers
-        only. Default ``False``.
+        only. ``None``: the config's ``data_parallel.shard_optimizer_state``
+        (default ``False``).
       pca_matrix: with ``dim_reduce``, the ``(n_components, n_params)``
         PCA matrix of the weight trajectory (default: from the config's
         ``pca_mat_path`` / ``weight_load_dir``, or `trajectory`).

@@ -375,16 +375,32 @@ def loss_scale_from_config(config: config_lib.BoostConfig, loss_scale: Any):
     return loss_scale
 
 
+def _shard_optimizer_state(config: config_lib.BoostConfig, given) -> bool:
+    """The argument, or the config's key where it is ``None``."""
+    configured = config.data_parallel.shard_optimizer_state
+    if given is None:
+        return configured
+    validation.check_bool("shard_optimizer_state", given)
+    if configured and not given:
+        raise ValueError(
+            "`shard_optimizer_state=False` contradicts the config's "
+            "`data_parallel.shard_optimizer_state` True: drop one of them."
+        )
+    return given
+
+
 def data_parallel_from_config(
     config: config_lib.BoostConfig,
     mesh: Mesh | None,
     *,
-    shard_optimizer_state: bool = False,
+    shard_optimizer_state: bool | None = None,
 ) -> data_parallel_lib.DataParallel | None:
     """The data-parallel plan of `mesh` under the config's ``adasum`` switch.
 
     `shard_optimizer_state` goes to the `DataParallel` plan (it needs a
-    `mesh`; with AdaSum, nodes of 2 or more devices).
+    `mesh`; with AdaSum, nodes of 2 or more devices); ``None`` takes the
+    config's ``data_parallel.shard_optimizer_state``, which an explicit
+    ``False`` may not contradict.
 
     Without AdaSum, gradients are averaged over every device of `mesh`.
     With it, a 1-D mesh is cut into nodes of ``common.device_number``
@@ -400,7 +416,9 @@ def data_parallel_from_config(
             Mesh,
             "a jax.sharding.Mesh (e.g. jax.make_mesh((n,), ('data',))) or None",
         )
-    validation.check_bool("shard_optimizer_state", shard_optimizer_state)
+    shard_optimizer_state = _shard_optimizer_state(
+        config, shard_optimizer_state
+    )
     if shard_optimizer_state and mesh is None:
         raise ValueError(
             "`shard_optimizer_state=True` splits the optimizer state over "

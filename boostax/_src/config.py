@@ -348,6 +348,21 @@ class SeqLenWarmupSection(_Section):
             )
 
 
+@dataclasses.dataclass(frozen=True)
+class DataParallelSection(_Section):
+    """Section ``data_parallel`` (boostax's; not MindSpore's): how a step
+    given a ``mesh`` spreads its state.
+
+    ``shard_optimizer_state``: split the optimizer state over the data
+    axes (ZeRO-1, `DataParallel`); the same as
+    ``auto_boost(..., shard_optimizer_state=True)``. Off by default: it
+    takes elementwise optimizers only.
+    """
+
+    NAME: ClassVar[str] = "data_parallel"
+    shard_optimizer_state: bool = _key(False, "bool")
+
+
 SECTIONS: Mapping[str, type[_Section]] = {
     cls.NAME: cls
     for cls in (
@@ -358,6 +373,7 @@ SECTIONS: Mapping[str, type[_Section]] = {
         GradAccumulationSection,
         DimReduceSection,
         SeqLenWarmupSection,
+        DataParallelSection,
     )
 }
 
@@ -536,6 +552,8 @@ class BoostConfig:
       boost, common, less_bn, grad_freeze, grad_accumulation, dim_reduce: the
         sections, each a frozen dataclass with MindSpore's defaults.
       seq_len_warmup: boostax's sequence-length warm-up (off by default).
+      data_parallel: boostax's: how a data-parallel step spreads its state
+        (``shard_optimizer_state``, off by default).
 
     Example:
       >>> import boostax
@@ -560,6 +578,7 @@ class BoostConfig:
     grad_accumulation: GradAccumulationSection = GradAccumulationSection()
     dim_reduce: DimReduceSection = DimReduceSection()
     seq_len_warmup: SeqLenWarmupSection = SeqLenWarmupSection()
+    data_parallel: DataParallelSection = DataParallelSection()
 
     def __post_init__(self):
         check_level(self.level)
