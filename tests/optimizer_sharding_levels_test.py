@@ -39,9 +39,9 @@ def _config(level):
     if level != "O0":
         config["grad_freeze"] = {"param_groups": 2, "total_steps": STEPS}
         # LessBN's gradient centralization averages each kernel over its
-        # fan-in axes, which the state's split cuts (a 3x3x8x16 kernel is
-        # split along its 8 input channels): sharding refuses it (tested in
-        # optimizer_sharding_test), so it is off in both arms.
+        # fan-in axes, which the state's split can cut (a 3x3x8x16 kernel
+        # is split along its 8 input channels); sharding refuses it
+        # whatever the layout (docs/scaling.md), so it is off in both arms.
         config["less_bn"] = {"gc_flag": False}
     if level == "O2":
         config["common"] = {"device_number": 4}  # two nodes of 4
