@@ -23,6 +23,13 @@ run:
   each device holds (the state's shards; the compiled program's
   ``memory_analysis``) against the mean step's.
 
+``--zero1`` measures only the ZeRO-1 step, on more models and optimizers
+(`measure_zero1`): the small ResNet, the Bottleneck and the bundled
+transformer (`models.NNXTransformer`), with SGD-momentum and Adam, on 8
+and 16 devices; beside the bytes and `memory_analysis`, it runs the
+replicated and the sharded step for 3 steps from the same state and
+batches and compares their params.
+
 Per step and device: the bytes sent in collectives (`boostax.collective_bytes`
 on the compiled HLO), split by the replica groups (source-target pairs for a
 ``collective-permute``) into collectives within a node, collectives across
@@ -38,11 +45,14 @@ network.
 
     python benchmarks/scaling.py            # full run, writes results/
     python benchmarks/scaling.py --quick    # smoke test (the test suite)
+    python benchmarks/scaling.py --zero1    # ~2 min, scaling_zero1.json
+    python benchmarks/scaling.py --zero1 --quick
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import time
 import warnings
@@ -51,9 +61,10 @@ import _common
 import jax
 import numpy as np
 import optax
+from flax import nnx
 
 import boostax
-from boostax.examples import models, speedup
+from boostax.examples import models, speedup, text
 
 # Before any backend use: 16 host CPU devices, whatever XLA_FLAGS says.
 NUM_DEVICES = 16
@@ -404,17 +415,235 @@ def print_o2_sharded_table(rows: list[dict]) -> None:
         )
 
 
+# --------------------------------------------------------------------------
+# ZeRO-1 alone (``--zero1``): more models and optimizers, and the params.
+
+ZERO1_MODELS = ("resnet_small", "bottleneck", "transformer")
+ZERO1_OPTIMIZERS = {
+    "sgd_momentum": lambda: optax.sgd(0.05, momentum=0.9),
+    "adam": lambda: optax.adam(1e-3),
+}
+ZERO1_DEVICES = (8, 16)
+# Steps run from the same initial state and batches by the replicated and
+# the sharded step, and the tolerance their params are held to.
+ZERO1_STEPS = 3
+ZERO1_RTOL, ZERO1_ATOL = 1e-5, 1e-6
+# `models.NNXTransformer` of `boostax.examples.language_model.Workload`'s
+# sizes (its benchmark's model; windows of 64 bytes).
+TRANSFORMER = {"context": 64, "d_model": 64, "num_heads": 4, "num_blocks": 2}
+
+
+def _zero1_model(name: str, batch_size: int):
+    """``(model, init variables or module, batches, description)``: the
+    model initialised from seed 0 and `ZERO1_STEPS` random batches."""
+    rng = np.random.default_rng(0)
+    if name == "transformer":
+        model = models.NNXTransformer(
+            vocab_size=text.VOCAB_SIZE, **TRANSFORMER, rngs=nnx.Rngs(0)
+        )
+        shape = (batch_size, TRANSFORMER["context"])
+        batches = [
+            (
+                rng.integers(0, text.VOCAB_SIZE, shape, dtype=np.int32),
+                rng.integers(0, text.VOCAB_SIZE, shape, dtype=np.int32),
+            )
+            for _ in range(ZERO1_STEPS)
+        ]
+        sizes = ", ".join(f"{k} {v}" for k, v in TRANSFORMER.items())
+        return model, model, batches, f"NNXTransformer ({sizes})"
+    model, shape, _ = _model(name)
+    batches = [
+        (
+            rng.normal(size=(batch_size, *shape)).astype(np.float32),
+            rng.integers(0, 10, batch_size, dtype=np.int32),
+        )
+        for _ in range(ZERO1_STEPS)
+    ]
+    init = jax.jit(model.init)(jax.random.PRNGKey(0), batches[0][0][:1])
+    return model, init, batches, _describe(model, shape)
+
+
+def _zero1_step(optimizer, model, mesh, init, batch, shard: bool):
+    """The data-parallel step, its compiled program and initial state."""
+    step = boostax.make_train_step(
+        optimizer,
+        model=model,
+        loss=models.cross_entropy,
+        data_parallel=boostax.DataParallel(mesh, shard_optimizer_state=shard),
+    )
+    state = step.init(init)
+    return step, step.compile_all(state, batch)[None], state
+
+
+def _memory(compiled) -> dict:
+    memory = compiled.memory_analysis()
+    return {
+        "argument": memory.argument_size_in_bytes,
+        "output": memory.output_size_in_bytes,
+        "temp": memory.temp_size_in_bytes,
+    }
+
+
+def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
+    """One ZeRO-1 row: the replicated and the sharded step's compiled
+    programs and states, and their params after `ZERO1_STEPS` steps."""
+    model, init, batches, description = _zero1_model(name, args.batch_size)
+    mesh = jax.make_mesh(
+        (devices,), ("data",), devices=jax.devices("cpu")[:devices]
+    )
+    start = time.perf_counter()
+    arms = {}
+    for arm, shard in (("replicated", False), ("sharded", True)):
+        step, compiled, state = _zero1_step(
+            ZERO1_OPTIMIZERS[optimizer_name](),
+            model,
+            mesh,
+            init,
+            batches[0],
+            shard,
+        )
+        per_device = boostax.state_bytes_per_device(state)
+        initial = jax.device_get(state.params)
+        for batch in batches:
+            state, _ = step(state, batch)
+        arms[arm] = {
+            "collectives": split_bytes(compiled.as_text(), devices, devices),
+            "opt_state_bytes_per_device": per_device["opt_state"],
+            "state_bytes_per_device": per_device,
+            "memory_analysis": _memory(compiled),
+            "params": jax.device_get(state.params),
+            "params_max_change": max(
+                float(np.max(np.abs(a - b)))
+                for a, b in zip(
+                    jax.tree.leaves(jax.device_get(state.params)),
+                    jax.tree.leaves(initial),
+                    strict=True,
+                )
+            ),
+        }
+    replicated, sharded = arms["replicated"], arms["sharded"]
+    pairs = list(
+        zip(
+            jax.tree.leaves(sharded.pop("params")),
+            jax.tree.leaves(replicated.pop("params")),
+            strict=True,
+        )
+    )
+    param_bytes = _nbytes([b for _, b in pairs])
+    return {
+        "name": name,
+        "model": description,
+        "optimizer": optimizer_name,
+        "devices": devices,
+        "global_batch": args.batch_size,
+        "param_bytes": param_bytes,
+        "all_reduce_minimum": 2 * param_bytes * (devices - 1) / devices,
+        "replicated": replicated,
+        "sharded": sharded,
+        "steps": ZERO1_STEPS,
+        "params_max_abs_difference": max(
+            float(np.max(np.abs(a - b))) for a, b in pairs
+        ),
+        "params_close": all(
+            np.allclose(a, b, rtol=ZERO1_RTOL, atol=ZERO1_ATOL)
+            for a, b in pairs
+        ),
+        "tolerance": {"rtol": ZERO1_RTOL, "atol": ZERO1_ATOL},
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def print_zero1_table(rows: list[dict]) -> None:
+    print(
+        "\nZeRO-1 vs the replicated step, per device: kB sent (compiled "
+        "HLO), optimizer state, memory_analysis arguments + temps; params "
+        f"after {ZERO1_STEPS} steps"
+    )
+    print(
+        f"  {'model':<12} {'optimizer':<12} {'P':>3} | {'params':>8} "
+        f"{'2n(P-1)/P':>9} {'repl.':>8} {'sharded':>8} | {'state':>8} "
+        f"{'sharded':>8} | {'memory':>8} {'sharded':>8} | {'max diff':>8}"
+    )
+    for r in rows:
+        rep, sh = r["replicated"], r["sharded"]
+        memory = [
+            arm["memory_analysis"]["argument"] + arm["memory_analysis"]["temp"]
+            for arm in (rep, sh)
+        ]
+        print(
+            f"  {r['name']:<12} {r['optimizer']:<12} {r['devices']:>3} |"
+            f"{_kb(r['param_bytes'])} {_kb(r['all_reduce_minimum']):>9}"
+            f"{_kb(rep['collectives']['total'])} "
+            f"{_kb(sh['collectives']['total'])} |"
+            f"{_kb(rep['opt_state_bytes_per_device'])} "
+            f"{_kb(sh['opt_state_bytes_per_device'])} |"
+            f"{_kb(memory[0])} {_kb(memory[1])} | "
+            f"{r['params_max_abs_difference']:8.1e}"
+        )
+
+
+def main_zero1(args) -> dict:
+    """``--zero1``: the ZeRO-1 rows only, to their own file."""
+    start = time.perf_counter()
+    rows = []
+    for name in args.models.split(","):
+        for optimizer_name in args.optimizers.split(","):
+            for devices in map(int, args.devices.split(",")):
+                print(
+                    f"compiling {name} {optimizer_name} on {devices}",
+                    flush=True,
+                )
+                rows.append(measure_zero1(name, optimizer_name, devices, args))
+    print_zero1_table(rows)
+    cpus = len(jax.devices("cpu"))
+    result = {
+        "benchmark": "scaling_zero1",
+        "quick": args.quick,
+        "devices": f"{cpus} x {jax.devices('cpu')[0].device_kind} (simulated)",
+        "configurations": rows,
+        "seconds": time.perf_counter() - start,
+    }
+    _common.write_result(args.out, result)
+    return result
+
+
+def _check_choices(flag: str, value: str, allowed) -> None:
+    unknown = [v for v in value.split(",") if v not in allowed]
+    if unknown:
+        raise ValueError(
+            f"{flag}: each of {list(allowed)}, got {value!r} "
+            f"({', '.join(unknown)} unknown)."
+        )
+
+
 def main(argv=None) -> dict:
-    parser = _common.argument_parser(
-        __doc__, "scaling.json", learning_rate=0.05
+    parser = _common.argument_parser(__doc__, None, learning_rate=0.05)
+    parser.add_argument(
+        "--zero1",
+        action="store_true",
+        help="only the ZeRO-1 rows (--models of ZERO1_MODELS, --optimizers,"
+        " --devices), written to results/scaling_zero1.json",
     )
     parser.add_argument(
-        "--models", default="resnet_small,bottleneck", help="example models"
+        "--models",
+        default=None,
+        help="example models (default: resnet_small,bottleneck; with "
+        f"--zero1 {','.join(ZERO1_MODELS)})",
     )
     parser.add_argument(
         "--meshes",
         default=",".join(f"{n}x{d}" for n, d in MESHES),
         help="NODESxDEVICES_PER_NODE layouts (at most 16 devices)",
+    )
+    parser.add_argument(
+        "--optimizers",
+        default=",".join(ZERO1_OPTIMIZERS),
+        help="with --zero1: of %(default)s",
+    )
+    parser.add_argument(
+        "--devices",
+        default=",".join(map(str, ZERO1_DEVICES)),
+        help="with --zero1: device counts (at most 16)",
     )
     parser.add_argument(
         "--batch-size",
@@ -425,11 +654,33 @@ def main(argv=None) -> dict:
     args = _common.parse(
         parser,
         argv,
-        models="resnet_small",
+        models=None,
         meshes=",".join(f"{n}x{d}" for n, d in QUICK_MESHES),
+        optimizers="adam",
+        devices="8",
     )
-    meshes = [tuple(map(int, m.split("x"))) for m in args.meshes.split(",")]
+    stem = "scaling_zero1" if args.zero1 else "scaling"
+    args.out = args.out or os.path.join(_common.RESULTS_DIR, f"{stem}.json")
     cpus = len(jax.devices("cpu"))
+    if args.zero1:
+        if args.models is None:
+            quick = "resnet_small,transformer"
+            args.models = quick if args.quick else ",".join(ZERO1_MODELS)
+        _check_choices("--models", args.models, ZERO1_MODELS)
+        _check_choices("--optimizers", args.optimizers, ZERO1_OPTIMIZERS)
+        for devices in map(int, args.devices.split(",")):
+            if not 1 < devices <= cpus or args.batch_size % devices:
+                raise ValueError(
+                    f"--devices {devices}: needs 2 to {cpus} devices and a "
+                    f"global batch ({args.batch_size}) divisible by them."
+                )
+        return main_zero1(args)
+    if args.models is None:
+        args.models = (
+            "resnet_small" if args.quick else "resnet_small,bottleneck"
+        )
+    _check_choices("--models", args.models, _WORKLOADS)
+    meshes = [tuple(map(int, m.split("x"))) for m in args.meshes.split(",")]
     for nodes, per_node in meshes:
         if nodes * per_node > cpus or args.batch_size % (nodes * per_node):
             raise ValueError(

@@ -130,6 +130,39 @@ class BenchmarksTest(parameterized.TestCase):
             reports["O1 BN"]["less_bn"]["removed"],
         )
 
+    def test_scaling_zero1(self):
+        result = _run_quick(os.path.join(BENCHMARKS, "scaling.py"), "--zero1")
+        self.assertEqual(result["benchmark"], "scaling_zero1")
+        rows = result["configurations"]
+        self.assertEqual(
+            [(r["name"], r["optimizer"], r["devices"]) for r in rows],
+            [("resnet_small", "adam", 8), ("transformer", "adam", 8)],
+        )
+        for row in rows:
+            replicated, sharded = row["replicated"], row["sharded"]
+            sent = sharded["collectives"]
+            self.assertIn("reduce-scatter", sent["collectives"])
+            self.assertIn("all-gather", sent["collectives"])
+            self.assertNotIn("reduce-scatter", replicated["collectives"])
+            self.assertBetween(
+                sent["total"],
+                row["all_reduce_minimum"],
+                1.02 * replicated["collectives"]["total"],
+            )
+            # Adam's two slots: about 1/8 of them on each device.
+            whole = replicated["opt_state_bytes_per_device"]
+            self.assertBetween(
+                sharded["opt_state_bytes_per_device"], whole / 8, whole / 7
+            )
+            self.assertLess(
+                sharded["memory_analysis"]["argument"],
+                replicated["memory_analysis"]["argument"] - 0.8 * whole,
+            )
+            # The steps moved the params, and both arms alike.
+            self.assertGreater(replicated["params_max_change"], 1e-4)
+            self.assertTrue(row["params_close"])
+            self.assertLess(row["params_max_abs_difference"], 1e-5)
+
     def test_speedup_budgets(self):
         result = _run_quick(os.path.join(BENCHMARKS, "speedup.py"), "--budgets")
         digits = result["workloads"]["digits"]
