@@ -71,6 +71,18 @@ def _batches(n=12, size=32):
     ]
 
 
+def _plan(sequence, micro_steps=1):
+    """A stand-in freezing plan of 3 depths (each its own program)."""
+    return types.SimpleNamespace(
+        can_mask=True,
+        micro_steps=micro_steps,
+        wrap=True,
+        sequence=np.array(sequence),
+        groups=[None] * 3,
+        canonical_depth=lambda k: k,
+    )
+
+
 class BackgroundCompileTest(absltest.TestCase):
     def test_same_bits_whether_programs_were_ready_or_waited_for(self):
         # Positions 0-3 run the warm-up program, 4-11 the depths' own.
@@ -305,15 +317,7 @@ class ProgramSharesTest(absltest.TestCase):
         # depth 0's own program (no mask), the warm-up program the rest of
         # the warm-up, compiled in the background once depth 0's is.
         def schedule(sequence, warmup):
-            plan = types.SimpleNamespace(
-                can_mask=True,
-                micro_steps=1,
-                wrap=True,
-                sequence=np.array(sequence),
-                groups=[None] * 3,
-                canonical_depth=lambda k: k,
-            )
-            return program_schedule.ProgramSchedule(plan, warmup)
+            return program_schedule.ProgramSchedule(_plan(sequence), warmup)
 
         long = schedule([0] * 100 + [1, 2] * 50, 128)
         self.assertEqual(long.lead, 100)
@@ -344,15 +348,7 @@ class ProgramSharesTest(absltest.TestCase):
     def test_warmup_end_inside_an_accumulated_update(self):
         # 2 micro-steps per entry: a warm-up of 3 train steps ends inside
         # the second entry, whose other micro-step runs its depth's program.
-        sequence = [0, 1, 1, 2]
-        plan = types.SimpleNamespace(
-            can_mask=True,
-            micro_steps=2,
-            wrap=True,
-            sequence=np.array(sequence),
-            groups=[None] * 3,
-            canonical_depth=lambda k: k,
-        )
+        plan = _plan([0, 1, 1, 2], micro_steps=2)
         schedule = program_schedule.ProgramSchedule(plan, 3)
         shares = schedule.shares()
         runs = [schedule.program_at(p) for p in range(8)]

@@ -278,12 +278,7 @@ class ProgramSchedule:
             tail = executables_lib.keys_by_first_use(
                 freezing, max(stop, self.warmup)
             )
-        pairs = np.stack([depths, lengths.at_positions(positions)], axis=1)
-        unique, first = np.unique(pairs, axis=0, return_index=True)
-        keys = [
-            (_DEPTH_OF_CODE.get(int(d), int(d)), int(n))
-            for d, n in unique[np.argsort(first)]
-        ]
+        keys = _pairs_by_first_use(depths, lengths.at_positions(positions))
         for depth in tail:
             if (depth, lengths.full_length) not in keys:
                 keys.append((depth, lengths.full_length))
@@ -302,18 +297,10 @@ class ProgramSchedule:
                 keys.append(freezing_lib.MASKED)
             return keys
         positions = np.arange(position, self.warmup)
-        pairs = np.stack(
-            [
-                self._depth_codes(positions, warmup=True),
-                self.lengths.at_positions(positions),
-            ],
-            axis=1,
+        return _pairs_by_first_use(
+            self._depth_codes(positions, warmup=True),
+            self.lengths.at_positions(positions),
         )
-        unique, first = np.unique(pairs, axis=0, return_index=True)
-        return [
-            (_DEPTH_OF_CODE.get(int(d), int(d)), int(n))
-            for d, n in unique[np.argsort(first)]
-        ]
 
     def _depth_codes(self, positions: np.ndarray, warmup: bool) -> np.ndarray:
         """The freeze program of each position as an int (`_CODES`)."""
@@ -372,6 +359,17 @@ class ProgramSchedule:
             (_DEPTH_OF_CODE.get(int(d), int(d)), int(n)): float(c) / total
             for (d, n), c in zip(unique, counts, strict=True)
         }
+
+
+def _pairs_by_first_use(codes: np.ndarray, lengths: np.ndarray) -> list:
+    """The distinct ``(freeze program, length)`` programs of positions with
+    freeze program `codes` (`_CODES`) and `lengths`, in first-use order."""
+    pairs = np.stack([codes, lengths], axis=1)
+    unique, first = np.unique(pairs, axis=0, return_index=True)
+    return [
+        (_DEPTH_OF_CODE.get(int(d), int(d)), int(n))
+        for d, n in unique[np.argsort(first)]
+    ]
 
 
 # The name reports give the freezing warm-up's program (`freezing.MASKED`).
