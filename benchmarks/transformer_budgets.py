@@ -52,7 +52,13 @@ so later processes reuse the first one's:
         "freeze progressive" "accumulation x4" "dynamic loss scale" \
         --reuse-plain benchmarks/results/transformer_budgets.json \
         --out benchmarks/results/transformer_budgets_algorithms.json  # ~5 h
+    python benchmarks/transformer_budgets.py \
+        --retime benchmarks/results/transformer_budgets.json  # times only
     python benchmarks/transformer_budgets.py --quick       # smoke test
+
+``--retime`` trains nothing: it reads an earlier result's runs (their
+losses do not depend on the machine) and measures the step costs again,
+for a result whose timing ran on a loaded machine.
 """
 
 from __future__ import annotations
@@ -344,6 +350,33 @@ def _window_losses_path(result: str) -> str:
     return os.path.splitext(result)[0] + "_plain_window_losses.npz"
 
 
+def _load_plain_window_losses(recorder: Recorder, result: str) -> None:
+    """Plain Optax's full-budget per-window losses stored beside `result`."""
+    with np.load(_window_losses_path(result)) as stored:
+        for key in stored.files:
+            recorder.losses[(PLAIN, budgets.FULL, int(key))] = stored[key]
+
+
+def _retimed_arguments(args) -> dict:
+    """The earlier result `args.retime` names; its budgets, seeds, full
+    budget and arms set on `args` (the runs are reused only where every one
+    of them matches)."""
+    with open(args.retime) as f:
+        earlier = json.load(f)
+    runs = earlier["runs"]
+    plain_runs = runs[PLAIN]
+    args.budget_fractions = earlier["fractions"]
+    args.budget_steps = earlier["full_budget_steps"]
+    args.seeds = sum(
+        r["fraction"] == plain_runs[0]["fraction"] for r in plain_runs
+    )
+    args.full_budget_seeds = sum(
+        r["fraction"] == budgets.FULL for r in plain_runs
+    )
+    args.arms = [name for name in runs if name != PLAIN]
+    return earlier
+
+
 def main(argv=None) -> dict:
     parser = _common.argument_parser(__doc__, RESULT, seeds=3, repetitions=6)
     parser.add_argument(
@@ -382,10 +415,25 @@ def main(argv=None) -> dict:
         "time comes from this run's step costs, their per-window losses "
         "(for the noise) from the .npz written beside it",
     )
+    parser.add_argument(
+        "--retime",
+        metavar="JSON",
+        help="take every arm's runs (deterministic), budgets, seeds and "
+        "noise from an earlier result of this benchmark; train nothing and "
+        "time the step costs again (e.g. on a quiet machine)",
+    )
     args = _common.parse(parser, argv, seeds=1, repetitions=2)
+    if args.retime and args.reuse_plain:
+        raise ValueError(
+            "--retime reuses every arm's runs, --reuse-plain plain's only: "
+            "give one of them."
+        )
     if args.quick:
         args.full_budget_seeds = 2
         args.budget_fractions = [0.5, 1.0, 1.5]
+    earlier = None
+    if args.retime:
+        earlier = _retimed_arguments(args)
     fractions = budgets.check_budgets(args.budget_fractions)
     names = args.arms or (
         ["O1", "text recipe", "seq warm-up"] if args.quick else list(ARMS)
@@ -406,13 +454,14 @@ def main(argv=None) -> dict:
     )
     reuse = None
     recorder = Recorder()
+    if earlier is not None:
+        reuse = budgets.runs_from_json(earlier["runs"])
+        _load_plain_window_losses(recorder, args.retime)
     if args.reuse_plain:
         with open(args.reuse_plain) as f:
-            earlier = json.load(f)["runs"]
-        reuse = budgets.runs_from_json({PLAIN: earlier[PLAIN]})
-        with np.load(_window_losses_path(args.reuse_plain)) as stored:
-            for key in stored.files:
-                recorder.losses[(PLAIN, budgets.FULL, int(key))] = stored[key]
+            plain_runs = json.load(f)["runs"][PLAIN]
+        reuse = budgets.runs_from_json({PLAIN: plain_runs})
+        _load_plain_window_losses(recorder, args.reuse_plain)
     largest = scale(full, fractions[-1]).steps
     start = time.perf_counter()
     runs, summary = budgets.measure(
@@ -439,11 +488,12 @@ def main(argv=None) -> dict:
             if name == PLAIN and fraction == budgets.FULL
         },
     )
-    noise_ = (
-        noise(recorder, summary, names)
-        if any(key[0] == PLAIN for key in recorder.losses)
-        else None
-    )
+    if earlier is not None:
+        noise_ = earlier["noise"]  # losses only: timing does not touch it
+    elif any(key[0] == PLAIN for key in recorder.losses):
+        noise_ = noise(recorder, summary, names)
+    else:
+        noise_ = None
     compile_ = with_compile(summary, runs)
     if noise_ is not None:
         print(format_noise(noise_, compile_))
@@ -470,6 +520,7 @@ def main(argv=None) -> dict:
         "full_budget_steps": full.steps,
         "fractions": list(fractions),
         "plain_runs_reused_from": args.reuse_plain,
+        "retimed_from": args.retime,
         "wall_seconds": time.perf_counter() - start,
         "load_average_end": list(os.getloadavg()),
         "summary": summary,

@@ -194,7 +194,22 @@ class BenchmarksTest(parameterized.TestCase):
         )
 
     def test_transformer_budgets(self):
-        result = _run_quick(os.path.join(BENCHMARKS, "transformer_budgets.py"))
+        script = os.path.join(BENCHMARKS, "transformer_budgets.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            first = os.path.join(tmp, "first.json")
+            result = _run_quick(script, out=first)
+            # --retime trains nothing: every run and the noise come back,
+            # only the step costs (so the times) are measured again.
+            retimed = _run_quick(
+                script, "--retime", first, out=os.path.join(tmp, "again.json")
+            )
+        self.assertEqual(retimed["retimed_from"], first)
+        self.assertEqual(retimed["noise"], result["noise"])
+        for name, runs in result["runs"].items():
+            self.assertEqual(
+                [r["final_accuracy"] for r in retimed["runs"][name]],
+                [r["final_accuracy"] for r in runs],
+            )
         self.assertEqual(result["fractions"], [0.5, 1.0, 1.5])
         summary = result["summary"]
         self.assertEqual(
@@ -293,26 +308,30 @@ def _check_sharded_rows(test, result):
             )
 
 
-def _run_quick(script, *args):
-    """Runs `script --quick *args` in a subprocess; returns its JSON."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "result.json")
-        env = dict(os.environ)
-        # Benchmarks choose their devices; the suite's compile flags stay
-        # (quick mode is a smoke test, its timings are not read).
-        env["XLA_FLAGS"] = " ".join(conftest.COMPILE_FAST_FLAGS)
-        # The suite's cache (tests/conftest.py): other tests compile some of
-        # the same steps.
-        cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
-        subprocess.run(
-            [sys.executable, script, "--quick", *args, "--out", out]
-            + ["--compilation-cache", cache],
-            check=True,
-            env=env,
-            timeout=600,
-        )
-        with open(out, encoding="utf-8") as f:
-            return json.load(f)
+def _run_quick(script, *args, out=None):
+    """Runs `script --quick *args` in a subprocess; returns its JSON
+    (written to `out` if given, else to a temporary file)."""
+    if out is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            return _run_quick(
+                script, *args, out=os.path.join(tmp, "result.json")
+            )
+    env = dict(os.environ)
+    # Benchmarks choose their devices; the suite's compile flags stay
+    # (quick mode is a smoke test, its timings are not read).
+    env["XLA_FLAGS"] = " ".join(conftest.COMPILE_FAST_FLAGS)
+    # The suite's cache (tests/conftest.py): other tests compile some of
+    # the same steps.
+    cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
+    subprocess.run(
+        [sys.executable, script, "--quick", *args, "--out", out]
+        + ["--compilation-cache", cache],
+        check=True,
+        env=env,
+        timeout=600,
+    )
+    with open(out, encoding="utf-8") as f:
+        return json.load(f)
 
 
 if __name__ == "__main__":
