@@ -425,6 +425,22 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         )
         self._continue_equally(saved, restored, steps=1)
 
+    def test_restores_a_centralized_state_onto_another_device_count(self):
+        # Centralized over its rows, hidden/w is split along its columns on
+        # 8 devices and on 4 (where its rows, 4, would divide too).
+        tx = boostax.with_gradient_centralization(
+            optax.adam(1e-2), fan_in_multiple=1
+        )
+        saved, restored = self._reshard(tx, steps=1)
+        for (ts, state), n in ((saved, 8), (restored, 4)):
+            self.assertEqual(
+                ts.builder.current_plan.split["hidden"]["w"], 1, msg=n
+            )
+            mu = state.opt_state[2][0].mu["hidden"]["w"]
+            self.assertEqual(mu.sharding.spec, P(None, "data"))
+            self.assertEqual(mu.addressable_shards[0].data.shape, (4, 8 // n))
+        self._continue_equally(saved, restored, steps=1)
+
     def test_per_device_accumulators_restore_at_an_update(self):
         optimizer = boostax.gradient_accumulation(optax.adam(1e-2), 2)
         # One accumulator per device: 8 saved, 4 wanted; Orbax refuses.
