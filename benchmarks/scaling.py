@@ -321,8 +321,9 @@ def _o2_sharded(boost, config, variables, batch, per_node: int) -> dict:
     (``shard_optimizer_state=True``): its first program's bytes sent (as
     ``O2``'s ``nothing_frozen``) and the state each device holds.
 
-    LessBN's gradient centralization is off: it reads whole kernels, and
-    sharding refuses it (it sends nothing, so the bytes are O2's)."""
+    LessBN's gradient centralization is off, as when the recorded rows
+    were measured (it sends nothing, so the bytes are O2's; on, it splits
+    the centralized kernels along their output axis)."""
     config = {**config, "less_bn": {"gc_flag": False}}
     step = boost(config, shard_optimizer_state=True)
     state = step.init(variables)

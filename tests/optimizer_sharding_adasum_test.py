@@ -255,10 +255,14 @@ class ShardedAdaSumTest(parameterized.TestCase):
     def test_refuses_a_rule_read_from_the_slice_shape(self, num_shards):
         # Centralization's mask tests the fan-in (32, a multiple of 16):
         # a slice's (32 / 4 or / 8) fails it, and would not be centralized.
+        # The split plan splits it along its output axis instead.
         tx = boostax.with_gradient_centralization(optax.sgd(0.1))
         kernel = {"k": jax.ShapeDtypeStruct((3, 3, 32, 32), np.float32)}
         with self.assertRaisesRegex(ValueError, "otherwise on a slice"):
             optimizer_sharding.check_elementwise(tx, kernel, num_shards)
+        plan = optimizer_sharding.split_plan(tx, kernel, num_shards)
+        self.assertEqual(plan, {"k": 3})
+        optimizer_sharding.check_elementwise(tx, kernel, num_shards, plan=plan)
 
 
 if __name__ == "__main__":

@@ -38,11 +38,11 @@ def _config(level):
     }
     if level != "O0":
         config["grad_freeze"] = {"param_groups": 2, "total_steps": STEPS}
-        # LessBN's gradient centralization averages each kernel over its
-        # fan-in axes, which the state's split can cut (a 3x3x8x16 kernel
-        # is split along its 8 input channels); sharding refuses it
-        # whatever the layout (docs/scaling.md), so it is off in both arms.
-        config["less_bn"] = {"gc_flag": False}
+        # LessBN's gradient centralization (on at O1 and O2) averages each
+        # kernel over its fan-in axes: the sharded step splits the kernels
+        # along their output axis instead (a 3x3x8x16 kernel along its 16
+        # output channels, not its 8 input ones).
+        config["less_bn"] = {"gc_flag": True}
     if level == "O2":
         config["common"] = {"device_number": 4}  # two nodes of 4
     return config
@@ -91,6 +91,15 @@ class ShardedLevelsTest(parameterized.TestCase):
             self.assertIn("grad_freeze", ts.config.enabled_algorithms)
         if level == "O2":
             self.assertEqual(ts_sh.data_parallel.reduction, "adasum")
+        if level != "O0":
+            self.assertTrue(ts_sh.config.less_bn.gc_flag)
+            # The centralized 3x3x16x16 kernel is split along its output
+            # channels, the uncentralized 3x3x8x16 (fan-in 72) along its
+            # first axis 8 (O1) or 4 (O2) divides, as without
+            # centralization.
+            split = ts_sh.builder.current_plan.split["BasicBlock_1"]
+            self.assertEqual(split["Conv_1"]["kernel"], 3)
+            self.assertEqual(split["Conv_0"]["kernel"], 2)
         for step in range(STEPS):
             jax.tree.map(
                 functools.partial(

@@ -427,28 +427,33 @@ class NodeSlices(NamedTuple):
     ``DataParallel(reduction="adasum", shard_optimizer_state=True)``: the
     gradients were already averaged within the node by a reduce-scatter
     over the local axis, and every leaf is this device's slice of the
-    node's mean (`optimizer_sharding.split_axis` over `num_shards`).
+    node's mean, split over `num_shards` devices along the axis its split
+    plan gives it (`optimizer_sharding.split_plan`).
 
     Attributes:
       whole: the whole leaves (anything with ``.shape``), in the structure
         of the trees the optimizer sees.
       num_shards: the devices of a node the leaves are split over.
       reduce: ``False`` while the step only checks the inner optimizer
-        (`optimizer_sharding.check_elementwise`): AdaSum is skipped.
+        (`optimizer_sharding.split_plan`): AdaSum is skipped.
+      plan: the split plan, a tree like `whole` of ``int`` (the split
+        axis) or ``None`` (kept whole); ``None``: each leaf's first axis
+        `num_shards` divides (`optimizer_sharding.default_plan`).
     """
 
     whole: Any
     num_shards: int
     reduce: bool = True
+    plan: Any = None
 
 
 @contextlib.contextmanager
 def node_slices(
-    whole: Any, num_shards: int, *, reduce: bool = True
+    whole: Any, num_shards: int, *, reduce: bool = True, plan: Any = None
 ) -> Iterator[NodeSlices]:
     """Within it, `adasum` updates take slices of a node's mean (see
     `NodeSlices`)."""
-    context = NodeSlices(whole, num_shards, reduce)
+    context = NodeSlices(whole, num_shards, reduce, plan)
     with step_context.extended(node_slices=context):
         yield context
 
@@ -467,7 +472,7 @@ def _reduce_node_slices(
     """AdaSum over `node_axes` of what each device of a node holds.
 
     Each device holds, per leaf, its slice of its node's mean (split over
-    the `local_axes` devices as `optimizer_sharding.split_axis` says), or
+    the `local_axes` devices as the split plan of `sliced` says), or
     the whole leaf when it has no axis to split (equal on the node's
     devices). The result is the slice of AdaSum of the nodes' whole
     leaves: per leaf, the dot product and squared norms AdaSum's rule
@@ -490,16 +495,22 @@ def _reduce_node_slices(
     node, local = _canonical(node_axes), _canonical(local_axes)
     p = lax.axis_size(node)
     d, index = sliced.num_shards, lax.axis_index(local)
+    plan = sliced.plan
+    if plan is None:
+        plan = optimizer_sharding.default_plan(sliced.whole, d)
+    axes = jax.tree.leaves(plan, is_leaf=lambda a: a is None)
     out = list(leaves)
     small, pieces, shapes = [], {}, {}
-    for i, (x, whole) in enumerate(zip(leaves, wholes, strict=True)):
+    for i, (x, whole, axis) in enumerate(
+        zip(leaves, wholes, axes, strict=True)
+    ):
         if _is_masked(x):
             continue
         x = _check_leaf(x)
         shape = tuple(jnp.shape(whole))
         if int(np.prod(shape)) <= 1:
             small.append(i)
-        elif optimizer_sharding.split_axis(shape, d) is not None:
+        elif axis is not None:
             pieces[i] = jnp.ravel(x)
         else:  # whole on each device: combine 1/D of it
             size = -(-x.size // d)

@@ -93,11 +93,12 @@ class DataParallel:
         and norms of AdaSum's rule summed over the node's slices (those of
         whole leaves, as without sharding); ``"adasum_gradients"`` is not
         built. A leaf is split along its first axis whose size is a
-        multiple of the number of devices it is split over; a leaf with
-        none stays whole. Only
-        elementwise optimizers (SGD, momentum, Adam, AdamW) are accepted:
-        one that reads a whole leaf or tree (global-norm clipping,
-        LARS/LAMB, gradient centralization, Adafactor, Muon, DimReduce) is
+        multiple of the number of devices it is split over and that the
+        optimizer does not mix over (found from its traced update when the
+        step is built, `optimizer_sharding.split_plan`: with gradient
+        centralization, a kernel is split along its output axis); a leaf
+        with none stays whole. An optimizer that reads a whole leaf or
+        tree (global-norm clipping, LARS/LAMB, Adafactor, DimReduce) is
         refused when the step is built. Default ``False``: the state then
         stays whole on every device, which any optimizer allows and which
         costs nothing while it fits in memory.
@@ -245,17 +246,19 @@ class DataParallel:
         """This device's position along the flattened mesh axes."""
         return lax.axis_index(self.axes)
 
-    def reduce_gradients(self, grads):
+    def reduce_gradients(self, grads, plan=None):
         """Combines the devices' gradients as the reduction says.
 
         With `shard_optimizer_state`, returns this device's slices of the
-        mean (`local_slices`).
+        mean (`local_slices`), split as `plan` says (the step's split plan,
+        `optimizer_sharding.split_plan`; ``None``: each leaf's first axis
+        the device count divides).
         """
         if self.shard_optimizer_state:
             # With AdaSum, the node's mean: the optimizer's AdaSum stage
             # combines the nodes (`adasum_lib.node_slices`).
             return optimizer_sharding.reduce_scatter_mean(
-                grads, self.shard_axes, self.num_shards
+                grads, self.shard_axes, self.num_shards, plan
             )
         if self.reduction == "mean":
             return lax.pmean(grads, self.axes)
@@ -300,23 +303,25 @@ class DataParallel:
             acc_grads=jax.tree.map(stack, opt_state.acc_grads)
         )
 
-    def local_slices(self, tree):
-        """This device's slices of replicated leaves (the identity unless
+    def local_slices(self, tree, plan=None):
+        """This device's slices of replicated leaves, split as `plan` says
+        (see `reduce_gradients`; the identity unless
         `shard_optimizer_state`)."""
         if not self.shard_optimizer_state:
             return tree
         return optimizer_sharding.local_slices(
-            tree, self.shard_axes, self.num_shards
+            tree, self.shard_axes, self.num_shards, plan
         )
 
-    def gather(self, slices, like, mask=None):
-        """The whole leaves of this device's `slices` (all-gathered; the
-        identity unless `shard_optimizer_state`); `like`: whole leaves,
-        returned where the static bool tree `mask` is False."""
+    def gather(self, slices, like, mask=None, plan=None):
+        """The whole leaves of this device's `slices` (all-gathered along
+        the axes of `plan`, see `reduce_gradients`; the identity unless
+        `shard_optimizer_state`); `like`: whole leaves, returned where the
+        static bool tree `mask` is False."""
         if not self.shard_optimizer_state:
             return slices
         return optimizer_sharding.gather(
-            slices, like, self.shard_axes, self.num_shards, mask
+            slices, like, self.shard_axes, self.num_shards, mask, plan
         )
 
     def mean(self, tree, keep=None):
@@ -350,15 +355,18 @@ class DataParallel:
 
     # -- placement ---------------------------------------------------------
 
-    def sharded_opt_state_specs(self, init, params):
+    def sharded_opt_state_specs(self, init, params, plan=None):
         """With `shard_optimizer_state`, the spec of each leaf of the state
         ``init(params)``: split like the parameters' slices, or replicated.
 
         Args:
           init: ``params -> optimizer state``.
           params: the whole parameters (arrays or shapes).
+          plan: the split plan (see `reduce_gradients`).
         """
-        local = optimizer_sharding.abstract_slices(params, self.num_shards)
+        local = optimizer_sharding.abstract_slices(
+            params, self.num_shards, plan
+        )
         whole = jax.eval_shape(init, params)
         specs = optimizer_sharding.opt_state_specs(
             whole, jax.eval_shape(init, local), self.shard_axes

@@ -16,26 +16,37 @@ A reduce-scatter plus an all-gather move what one all-reduce moves,
 2n(D-1)/D bytes per device, and the optimizer state takes 1/D of the
 memory (MaxText's "shard optimizer over data", DeepSpeed's ZeRO-1).
 
-Which axis of a leaf is split: the first one whose size is a multiple of
-D. A leaf with none (a scalar, a ``(3, 3, 5, 7)`` kernel on 8 devices)
-stays whole on every device: its gradient is averaged with ``lax.pmean``
-and every device updates all of it, as without sharding. Padding was not
-chosen: it would change the shapes of the optimizer state that a
-checkpoint holds.
+Which axis of a leaf is split (its *split plan*, `split_plan`, one
+``int | None`` per parameter leaf, computed once when the step is built
+and used by every function here): the first axis whose size is a
+multiple of D and that the optimizer does not mix over, found from the
+traced optimizer update. For an elementwise optimizer (SGD, momentum,
+Adam, AdamW, their schedules) that is the first axis D divides. Gradient
+centralization averages a kernel over its fan-in axes: a Dense kernel
+``(in, out)`` or a convolution's ``(3, 3, in, out)`` is then split along
+``out``, where each device's slice holds whole fan-ins. A leaf with no
+such axis (a scalar, a ``(3, 3, 5, 7)`` kernel on 8 devices, a
+centralized ``(16, 3)`` kernel) stays whole on every device: its
+gradient is averaged with ``lax.pmean`` and every device updates all of
+it, as without sharding. Padding was not chosen: it would change the
+shapes of the optimizer state that a checkpoint holds.
 
-A sliced optimizer is correct only if it is elementwise: each element's
-update reads that element's gradient, parameter and state and nothing
-else of the leaf (SGD, momentum, Adam, AdamW, their schedules). Global
-gradient clipping, trust ratios (LARS, LAMB), gradient centralization,
-factored second moments (Adafactor) and orthogonalization (Muon) read a
-whole leaf or tree: `check_elementwise` traces the optimizer's update on
-the slices and refuses one that reduces or contracts a sliced value.
+The optimizer is correct on slices only if each element's update reads
+no other element along the split axis. `split_plan` follows, for every
+value of the traced update, which axis of it is the split one (through
+elementwise ops, broadcasts, reshapes, transposes, reductions and
+contractions over other axes, nested jaxprs): a partial reduction,
+contraction, scan or sort over it moves that leaf to its next axis; a
+reduction of a whole leaf (global-norm clipping, LARS/LAMB trust ratios,
+a line search's inner products) or a primitive it cannot follow is
+refused, as is an update that computes otherwise on a slice than on the
+whole leaf (a rule that reads the leaf's shape).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.extend.core as jax_core
@@ -44,49 +55,37 @@ import optax
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-# Primitives that combine several elements of an operand: run on a slice,
-# they give a slice's answer, not the leaf's (reductions, contractions,
-# scans, sorts, linear algebra, collectives).
-MIXING_PRIMITIVES = frozenset(
+# Primitives whose every output element reads the same element of each
+# operand of the output's shape (rank-0 operands are broadcast scalars).
+ELEMENTWISE_PRIMITIVES = frozenset(
     {
-        "reduce_sum",
-        "reduce_max",
-        "reduce_min",
-        "reduce_prod",
-        "reduce_and",
-        "reduce_or",
-        "reduce_xor",
-        "reduce",
-        "argmax",
-        "argmin",
-        "dot_general",
-        "conv_general_dilated",
-        "cumsum",
-        "cumprod",
-        "cummax",
-        "cummin",
-        "cumlogsumexp",
-        "sort",
-        "top_k",
-        "reduce_window",
-        "reduce_window_sum",
-        "reduce_window_max",
-        "reduce_window_min",
-        "eigh",
-        "svd",
-        "qr",
-        "cholesky",
-        "lu",
-        "triangular_solve",
-        "fft",
-        "psum",
-        "pmax",
-        "pmin",
-        "all_gather",
-        "all_to_all",
-        "ppermute",
-        "reduce_scatter",
+        "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan",
+        "atan2", "atanh", "bessel_i0e", "bessel_i1e", "cbrt", "ceil",
+        "clamp", "clz", "complex", "conj", "convert_element_type", "copy",
+        "copy_p", "cos", "cosh", "digamma", "div", "eq", "erf", "erf_inv",
+        "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt", "igamma",
+        "igammac", "imag", "integer_pow", "is_finite", "le", "lgamma",
+        "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg",
+        "nextafter", "not", "or", "polygamma", "population_count", "pow",
+        "real", "reduce_precision", "rem", "round", "rsqrt", "select_n",
+        "shift_left", "shift_right_arithmetic", "shift_right_logical",
+        "sign", "sin", "sinh", "sqrt", "square", "stop_gradient", "sub",
+        "tan", "tanh", "xor", "zeta",
     }
+)  # fmt: skip
+
+REDUCTIONS = frozenset(
+    {
+        "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
+        "reduce_and", "reduce_or", "reduce_xor", "reduce", "argmax",
+        "argmin",
+    }
+)  # fmt: skip
+
+# Primitives that combine the elements along one axis (``axis`` or
+# ``dimension``), leaving the others apart.
+ALONG_AXIS = frozenset(
+    {"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort"}
 )
 
 
@@ -94,29 +93,52 @@ def _is_masked(x) -> bool:
     return isinstance(x, optax.MaskedNode)
 
 
-def split_axis(shape: tuple[int, ...], num_shards: int) -> int | None:
-    """The axis of a leaf of `shape` split over `num_shards` devices: the
-    first whose size is a positive multiple of it; ``None``: kept whole."""
+def _is_none(x) -> bool:
+    return x is None
+
+
+def split_axis(
+    shape: tuple[int, ...], num_shards: int, after: int = -1
+) -> int | None:
+    """The first axis of `shape` after `after` whose size is a positive
+    multiple of `num_shards`; ``None``: none (the leaf is kept whole)."""
     for axis, size in enumerate(shape):
-        if size and size % num_shards == 0:
+        if axis > after and size and size % num_shards == 0:
             return axis
     return None
 
 
-def local_shape(shape: tuple[int, ...], num_shards: int) -> tuple[int, ...]:
-    """The shape of one device's slice of a leaf of `shape`."""
-    axis = split_axis(shape, num_shards)
+def default_plan(tree, num_shards: int):
+    """The split plan of an elementwise optimizer: each leaf's first axis
+    that `num_shards` divides (`split_axis`), ``None`` where none does."""
+    return jax.tree.map(lambda x: split_axis(jnp.shape(x), num_shards), tree)
+
+
+def _plan_map(fn, plan, *trees):
+    """``fn(axis, *leaves)`` over the leaves of `plan` (``None`` included)
+    and the matching subtrees of `trees` (an ``optax.MaskedNode`` too)."""
+    return jax.tree.map(fn, plan, *trees, is_leaf=_is_none)
+
+
+def _plan_for(tree, num_shards: int, plan):
+    return default_plan(tree, num_shards) if plan is None else plan
+
+
+def _slice_shape(shape, axis: int | None, num_shards: int) -> tuple:
+    shape = tuple(shape)
     if axis is None:
-        return tuple(shape)
+        return shape
     return (*shape[:axis], shape[axis] // num_shards, *shape[axis + 1 :])
 
 
-def abstract_slices(tree, num_shards: int):
-    """``jax.ShapeDtypeStruct`` s of one device's slices of `tree`."""
-    return jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(
-            local_shape(jnp.shape(x), num_shards), jnp.result_type(x)
+def abstract_slices(tree, num_shards: int, plan=None):
+    """``jax.ShapeDtypeStruct`` s of one device's slices of `tree`, split
+    as `plan` says (``None``: `default_plan`)."""
+    return _plan_map(
+        lambda axis, x: jax.ShapeDtypeStruct(
+            _slice_shape(jnp.shape(x), axis, num_shards), jnp.result_type(x)
         ),
+        _plan_for(tree, num_shards, plan),
         tree,
     )
 
@@ -143,92 +165,315 @@ def opt_state_specs(global_state, local_state, axes: tuple[str, ...]):
 
     def spec(whole, part):
         nonlocal num_shards
-        whole, part = tuple(whole.shape), tuple(part.shape)
-        if whole == part:
+        axis = _state_axis(whole, part)
+        if axis is None:
             return P()
-        differ = [
-            k
-            for k, (a, b) in enumerate(zip(whole, part, strict=False))
-            if a != b
-        ]
-        if len(whole) == len(part) and len(differ) == 1:
-            axis = differ[0]
-            if num_shards is None:
-                num_shards = whole[axis] // max(part[axis], 1)
-            if part[axis] * num_shards == whole[axis]:
-                return P(*([None] * axis), axes)
-        raise ValueError(
-            "shard_optimizer_state: the optimizer state has a leaf of shape "
-            f"{whole} whose per-device slice would have shape {part}: it "
-            "does not follow the parameters' slices. Use "
-            "shard_optimizer_state=False with this optimizer."
-        )
+        whole, part = tuple(whole.shape), tuple(part.shape)
+        if num_shards is None:
+            num_shards = whole[axis] // max(part[axis], 1)
+        if part[axis] * num_shards == whole[axis]:
+            return P(*([None] * axis), axes)
+        raise _state_error(whole, part)
 
     return jax.tree.map(spec, global_state, local_state)
+
+
+def _state_error(whole, part) -> ValueError:
+    return ValueError(
+        "shard_optimizer_state: the optimizer state has a leaf of shape "
+        f"{tuple(whole)} whose per-device slice would have shape "
+        f"{tuple(part)}: it does not follow the parameters' slices. Use "
+        "shard_optimizer_state=False with this optimizer."
+    )
+
+
+def _state_axis(whole, part) -> int | None:
+    """The axis along which a state leaf's slice `part` differs from the
+    leaf `whole` (``None``: the same shape); raises if not one axis."""
+    whole, part = tuple(whole.shape), tuple(part.shape)
+    if whole == part:
+        return None
+    differ = [
+        k for k, (a, b) in enumerate(zip(whole, part, strict=False)) if a != b
+    ]
+    if len(whole) != len(part) or len(differ) != 1:
+        raise _state_error(whole, part)
+    return differ[0]
 
 
 # -- inside the step (under shard_map) -------------------------------------
 
 
-def reduce_scatter_mean(grads, axes: tuple[str, ...], num_shards: int):
-    """Each device's slice of the mean of the devices' `grads`.
+def reduce_scatter_mean(
+    grads, axes: tuple[str, ...], num_shards: int, plan=None
+):
+    """Each device's slice of the mean of the devices' `grads`, split as
+    `plan` says (``None``: `default_plan`).
 
     Leaves that are kept whole are averaged (``lax.pmean``).
     """
 
-    def reduce(g):
-        axis = split_axis(g.shape, num_shards)
+    def reduce(axis, g):
+        if _is_masked(g):
+            return g
         if axis is None:
             return lax.pmean(g, axes)
         summed = lax.psum_scatter(g, axes, scatter_dimension=axis, tiled=True)
         return summed / jnp.asarray(num_shards, summed.dtype)
 
-    return jax.tree.map(reduce, grads)
+    return _plan_map(reduce, _plan_for(grads, num_shards, plan), grads)
 
 
-def local_slices(tree, axes: tuple[str, ...], num_shards: int):
-    """This device's slices of the replicated leaves of `tree` (masked
-    leaves, ``optax.MaskedNode``, pass through)."""
+def local_slices(tree, axes: tuple[str, ...], num_shards: int, plan=None):
+    """This device's slices of the replicated leaves of `tree`, split as
+    `plan` says (``None``: `default_plan`; masked leaves,
+    ``optax.MaskedNode``, pass through)."""
     index = lax.axis_index(axes)
 
-    def take(x):
-        axis = split_axis(x.shape, num_shards)
-        if axis is None:
+    def take(axis, x):
+        if axis is None or _is_masked(x):
             return x
         size = x.shape[axis] // num_shards
         return lax.dynamic_slice_in_dim(x, index * size, size, axis=axis)
 
-    return jax.tree.map(take, tree)
+    return _plan_map(take, _plan_for(tree, num_shards, plan), tree)
 
 
-def gather(slices, like, axes: tuple[str, ...], num_shards: int, mask=None):
+def gather(
+    slices,
+    like,
+    axes: tuple[str, ...],
+    num_shards: int,
+    mask=None,
+    plan=None,
+):
     """The whole leaves of `slices`, all-gathered over the devices.
 
     Args:
       slices: each device's slices (``optax.MaskedNode`` leaves pass
         through).
-      like: the whole leaves: which axis each leaf was split along.
+      like: the whole leaves.
       mask: ``None``, or a bool per leaf (Python bools): where False, the
         leaf of `like` is returned and nothing is sent (a frozen leaf,
         whose slices are those of `like`).
+      plan: the axis each leaf was split along (``None``: `default_plan`
+        of `like`).
     """
     if mask is None:
         mask = jax.tree.map(lambda _: True, like)
 
-    def put_together(part, whole, keep):
+    def put_together(axis, part, whole, keep):
         if _is_masked(part):
             return part
         if not keep:
             return whole
-        axis = split_axis(jnp.shape(whole), num_shards)
         if axis is None:
             return part
         return lax.all_gather(part, axes, axis=axis, tiled=True)
 
-    return jax.tree.map(put_together, slices, like, mask, is_leaf=_is_masked)
+    return _plan_map(
+        put_together, _plan_for(like, num_shards, plan), slices, like, mask
+    )
 
 
-# -- the elementwise check ---------------------------------------------------
+# -- the split plan: which axis the optimizer leaves apart ------------------
+
+
+class _Split(NamedTuple):
+    """A traced value computed from split leaves: `axis` is the split one;
+    `leaves` the inputs it comes from (parameter leaf i as i, state leaf k
+    as ``-1 - k``)."""
+
+    axis: int
+    leaves: frozenset
+
+
+class _Refused(Exception):
+    """The update does something to a split value that no plan allows:
+    ``_Refused(what it does, the leaves of the value)``."""
+
+
+def _merge(a: _Split | None, b: _Split | None, what: str) -> _Split | None:
+    if a is None or b is None:
+        return a or b
+    if a.axis != b.axis:
+        raise _Refused(
+            f"{what} values split along different axes", a.leaves | b.leaves
+        )
+    return _Split(a.axis, a.leaves | b.leaves)
+
+
+def _ndim(var) -> int:
+    return len(getattr(var.aval, "shape", ()))
+
+
+def _shape(var) -> tuple[int, ...]:
+    return tuple(getattr(var.aval, "shape", ()))
+
+
+def _reshaped_axis(before, after, axis: int) -> int | None:
+    """Where `axis` of `before` lands after a reshape to `after`, if the
+    reshape keeps it an axis of its own (same size, same elements
+    before it); else ``None``."""
+    prefix = math.prod(before[:axis])
+    for k, size in enumerate(after):
+        if size == before[axis] and math.prod(after[:k]) == prefix:
+            return k
+    return None
+
+
+class _Walk:
+    """Follows the split axis through a jaxpr (`split_plan`).
+
+    `moves` collects the leaves read along their split axis by a partial
+    reduction, contraction, scan or sort: another axis may do for them.
+    What no axis allows raises `_Refused`.
+    """
+
+    def __init__(self):
+        self.moves: set[int] = set()
+
+    def _mixes(self, value: _Split) -> None:
+        self.moves |= value.leaves
+
+    def run(self, jaxpr, labels: list) -> list:
+        env = {v: label for v, label in zip(jaxpr.invars, labels, strict=True)}
+
+        def read(v):
+            return env.get(v) if isinstance(v, jax_core.Var) else None
+
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            if any(s is not None for s in ins):
+                outs = self._equation(eqn, ins)
+            else:
+                outs = [None] * len(eqn.outvars)
+            env.update(zip(eqn.outvars, outs, strict=True))
+        return [read(v) for v in jaxpr.outvars]
+
+    def _equation(self, eqn, ins: list) -> list:
+        name, params = eqn.primitive.name, eqn.params
+        n_out = len(eqn.outvars)
+        k, first = next((k, s) for k, s in enumerate(ins) if s is not None)
+        if name == "optimization_barrier":  # the identity, per operand
+            return ins
+        if name in ELEMENTWISE_PRIMITIVES | REDUCTIONS | ALONG_AXIS:
+            # Several operands (select_n, a variadic reduce or sort) must
+            # be split alike.
+            for s in ins:
+                first = _merge(first, s, f"`{name}` combines")
+        if name in ELEMENTWISE_PRIMITIVES:
+            return [first] * n_out
+        if name in REDUCTIONS:
+            reduced = params.get("axes", params.get("dimensions", ()))
+            return [self._reduce(eqn, first, k, tuple(reduced))] * n_out
+        if name in ALONG_AXIS:
+            if params.get("axis", params.get("dimension")) == first.axis:
+                self._mixes(first)
+                return [None] * n_out
+            return [first] * n_out
+        if name == "broadcast_in_dim" and k == 0:
+            return [
+                first._replace(axis=params["broadcast_dimensions"][first.axis])
+            ]
+        if name == "transpose":
+            perm = tuple(params["permutation"])
+            return [first._replace(axis=perm.index(first.axis))]
+        if name in ("squeeze", "reshape") and k == 0:
+            axis = _reshaped_axis(
+                _shape(eqn.invars[0]), _shape(eqn.outvars[0]), first.axis
+            )
+            if axis is None:  # merged with other axes, or cut up
+                self._mixes(first)
+                return [None]
+            return [first._replace(axis=axis)]
+        if name == "dot_general":
+            return [self._dot(eqn, ins)]
+        if name == "cond":
+            return self._cond(eqn, ins)
+        if name == "while":
+            return self._while(eqn, ins)
+        subs = _sub_jaxprs(eqn)
+        if len(subs) == 1 and len(subs[0].invars) == len(ins):
+            # jit, remat, custom derivatives: the operands map one to one.
+            return self.run(subs[0], ins)
+        raise _Refused(
+            f"applies `{name}`, which the check cannot follow,", first.leaves
+        )
+
+    def _reduce(self, eqn, value: _Split, k: int, reduced) -> _Split | None:
+        if value.axis not in reduced:
+            return value._replace(
+                axis=value.axis - sum(a < value.axis for a in reduced)
+            )
+        if len(reduced) == _ndim(eqn.invars[k]):
+            raise _Refused(
+                f"applies `{eqn.primitive.name}` over every axis of a "
+                "split value (it reads the whole leaf)",
+                value.leaves,
+            )
+        self._mixes(value)
+        return None
+
+    def _dot(self, eqn, ins) -> _Split | None:
+        (contract, batch) = eqn.params["dimension_numbers"]
+        out = None
+        offset = len(batch[0])
+        for side in (0, 1):
+            var, value = eqn.invars[side], ins[side]
+            free = [
+                a
+                for a in range(_ndim(var))
+                if a not in contract[side] and a not in batch[side]
+            ]
+            if value is not None:
+                if len(contract[side]) == _ndim(var):
+                    raise _Refused(
+                        "contracts every axis of a split value (`dot_general`"
+                        ": it reads the whole leaf)",
+                        value.leaves,
+                    )
+                if value.axis not in free or out is not None:
+                    self._mixes(value)
+                    if out is not None:
+                        self._mixes(out)
+                    return None
+                out = value._replace(axis=offset + free.index(value.axis))
+            offset += len(free)
+        return out
+
+    def _cond(self, eqn, ins) -> list:
+        if ins[0] is not None:
+            raise _Refused("branches on a split value", ins[0].leaves)
+        outs: list = [None] * len(eqn.outvars)
+        for branch in eqn.params["branches"]:
+            found = self.run(branch.jaxpr, ins[1:])
+            outs = [
+                _merge(a, b, "`cond` returns")
+                for a, b in zip(outs, found, strict=True)
+            ]
+        return outs
+
+    def _while(self, eqn, ins) -> list:
+        n_cond, n_body = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        cond_consts = ins[:n_cond]
+        body_consts = ins[n_cond : n_cond + n_body]
+        carry = ins[n_cond + n_body :]
+        for _ in range(len(carry) + 1):  # until the carry's labels settle
+            found = self.run(
+                eqn.params["body_jaxpr"].jaxpr, body_consts + carry
+            )
+            merged = [
+                _merge(a, b, "`while` carries")
+                for a, b in zip(carry, found, strict=True)
+            ]
+            if merged == carry:
+                break
+            carry = merged
+        found = self.run(eqn.params["cond_jaxpr"].jaxpr, cond_consts + carry)
+        if found[0] is not None:
+            raise _Refused("loops on a split value", found[0].leaves)
+        return carry
 
 
 def _sub_jaxprs(eqn) -> list:
@@ -253,71 +498,8 @@ def _primitives(jaxpr) -> list[str]:
     return names
 
 
-def _size(var) -> int:
-    return math.prod(getattr(var.aval, "shape", ()))
-
-
-def _find_mixing(jaxpr, tainted: list[bool]) -> tuple[str | None, list[bool]]:
-    """The first mixing primitive applied to a tainted value of `jaxpr`.
-
-    `tainted` says which of its inputs are sliced values; a value computed
-    from a tainted one is tainted. Returns ``(primitive name or None, the
-    taint of each output)``.
-    """
-    taint = dict(zip(jaxpr.invars, tainted, strict=True))
-
-    def is_tainted(v) -> bool:
-        return isinstance(v, jax_core.Var) and taint.get(v, False)
-
-    for eqn in jaxpr.eqns:
-        inputs = [is_tainted(v) for v in eqn.invars]
-        if not any(inputs):
-            continue
-        name = eqn.primitive.name
-        if name in MIXING_PRIMITIVES and any(
-            t and _size(v) > 1 for t, v in zip(inputs, eqn.invars, strict=True)
-        ):
-            return name, []
-        outputs = [True] * len(eqn.outvars)
-        subs = _sub_jaxprs(eqn)
-        if subs:
-            merged = [False] * len(eqn.outvars)
-            for sub in subs:
-                # Operands map one to one (jit, custom derivatives), or
-                # after a predicate (cond's branches); otherwise (loops)
-                # every input of the body is taken as tainted.
-                if len(sub.invars) == len(inputs):
-                    sub_taint = inputs
-                elif len(sub.invars) == len(inputs) - 1:
-                    sub_taint = inputs[1:]
-                else:
-                    sub_taint = [True] * len(sub.invars)
-                found, out = _find_mixing(sub, sub_taint)
-                if found:
-                    return found, []
-                if len(out) == len(merged):
-                    merged = [a or b for a, b in zip(merged, out, strict=True)]
-                else:
-                    merged = [True] * len(merged)
-            outputs = merged
-        for v, t in zip(eqn.outvars, outputs, strict=True):
-            taint[v] = t
-    return None, [is_tainted(v) for v in jaxpr.outvars]
-
-
-def check_elementwise(
-    optimizer: optax.GradientTransformation,
-    params,
-    num_shards: int,
-    scalars: dict[str, Any] | None = None,
-) -> None:
-    """Raises if `optimizer` reads more of a leaf than the element it updates.
-
-    Traces ``optimizer.update`` on one device's slices of `params` and looks
-    for a reduction, contraction, sort, scan or collective applied to a
-    value computed from a sliced gradient, parameter or state leaf. Leaves
-    kept whole are not sliced, and scalars (step counts, schedules) mix
-    freely.
+class _Update:
+    """One optimizer's update, traced on whole leaves and on slices.
 
     Args:
       optimizer: the optimizer the step runs.
@@ -326,71 +508,233 @@ def check_elementwise(
       scalars: an optimizer taking extra arguments gets the train step's:
         ``value``, ``grad`` and ``value_fn`` (line searches) and these
         scalar ones (``{name: jax.ShapeDtypeStruct}``).
-
-    Raises:
-      ValueError: naming the primitive found.
     """
-    local = abstract_slices(params, num_shards)
-    state = jax.eval_shape(optimizer.init, local)
-    extra = isinstance(optimizer, optax.GradientTransformationExtraArgs)
-    scalars = dict(scalars or {}) if extra else {}
 
-    def update(grads, opt_state, p, values):
-        if not extra:
-            return optimizer.update(grads, opt_state, p)
-        return optimizer.update(
-            grads,
-            opt_state,
-            p,
-            grad=grads,
-            value_fn=lambda _: jnp.zeros((), jnp.float32),
-            **values,
+    def __init__(self, optimizer, params, num_shards: int, scalars):
+        self.optimizer = optimizer
+        self.params = params
+        self.num_shards = num_shards
+        self.extra = isinstance(
+            optimizer, optax.GradientTransformationExtraArgs
         )
+        scalars = dict(scalars or {}) if self.extra else {}
+        if self.extra:
+            scalars["value"] = jax.ShapeDtypeStruct((), jnp.float32)
+        self.scalars = scalars
+        self.whole_state = jax.eval_shape(optimizer.init, params)
+        self.whole = self.trace(abstract_slices(params, 1), self.whole_state)
 
-    if extra:
-        scalars["value"] = jax.ShapeDtypeStruct((), jnp.float32)
-    closed = jax.make_jaxpr(update)(local, state, local, scalars)
+    def trace(self, params, state):
+        def update(grads, opt_state, p, values):
+            if not self.extra:
+                return self.optimizer.update(grads, opt_state, p)
+            return self.optimizer.update(
+                grads,
+                opt_state,
+                p,
+                grad=grads,
+                value_fn=lambda _: jnp.zeros((), jnp.float32),
+                **values,
+            )
 
-    def sliced(tree, whole):
-        return [
-            tuple(a.shape) != tuple(jnp.shape(b))
-            for a, b in zip(
-                jax.tree.leaves(tree), jax.tree.leaves(whole), strict=True
+        return jax.make_jaxpr(update)(params, state, params, self.scalars)
+
+    def labels(self, axes: list, local_state) -> list:
+        """The `_Split` of each input of the traced update under the plan
+        `axes` (one per parameter leaf), `local_state` its sliced state."""
+        params = [
+            None if a is None else _Split(a, frozenset({i}))
+            for i, a in enumerate(axes)
+        ]
+        state = [
+            None if a is None else _Split(a, frozenset({-1 - k}))
+            for k, a in enumerate(
+                map(
+                    _state_axis,
+                    jax.tree.leaves(self.whole_state),
+                    jax.tree.leaves(local_state),
+                )
             )
         ]
+        return (
+            params
+            + state
+            + params
+            + [None] * len(jax.tree.leaves(self.scalars))
+        )
 
-    param_taint = sliced(local, params)
-    state_taint = sliced(state, jax.eval_shape(optimizer.init, params))
-    tainted = (
-        param_taint
-        + state_taint
-        + param_taint
-        + [False] * len(jax.tree.leaves(scalars))
+    def local_state(self, plan):
+        return jax.eval_shape(
+            self.optimizer.init,
+            abstract_slices(self.params, self.num_shards, plan),
+        )
+
+    def owners(self, axes: list, plan_of, states: set[int]) -> set[int]:
+        """The parameter leaves whose split splits the state leaves
+        `states`: those whose being kept whole keeps them whole."""
+        found = set()
+        base = jax.tree.leaves(self.local_state(plan_of(axes)))
+        for i, axis in enumerate(axes):
+            if axis is None:
+                continue
+            trial = jax.tree.leaves(
+                self.local_state(plan_of(axes[:i] + [None] + axes[i + 1 :]))
+            )
+            if any(trial[k].shape != base[k].shape for k in states):
+                found.add(i)
+        return found
+
+
+def _leaf_name(params, i: int) -> str:
+    path, _ = jax.tree_util.tree_flatten_with_path(params)[0][i]
+    return jax.tree_util.keystr(path) or "the parameters"
+
+
+def _refused(error: _Refused, params) -> ValueError:
+    """`_refuse` of a `_Refused`, naming the parameter leaves involved."""
+    reason, leaves = error.args
+    names = sorted(_leaf_name(params, i) for i in leaves if i >= 0)
+    if names:
+        reason = f"{reason} (computed from {', '.join(names)})"
+    return _refuse(reason)
+
+
+def _refuse(reason: str) -> ValueError:
+    return ValueError(
+        "shard_optimizer_state runs the optimizer on each device's slice of "
+        "every leaf, which is correct only for elementwise optimizers along "
+        "the split axis: each element's update may read no other element "
+        "along it (SGD, momentum, Adam, AdamW; gradient centralization, a "
+        f"kernel then split along its output axis); this one {reason} (e.g."
+        " global-norm clipping, LARS/LAMB trust ratios, Adafactor, a line "
+        "search). Use shard_optimizer_state=False with it."
     )
-    found, _ = _find_mixing(closed.jaxpr, tainted)
-    if not found and _primitives(closed.jaxpr) != _primitives(
-        jax.make_jaxpr(update)(
-            abstract_slices(params, 1),
-            jax.eval_shape(optimizer.init, params),
-            abstract_slices(params, 1),
-            scalars,
-        ).jaxpr
-    ):
-        # The slices run another computation than the whole leaves: a rule
-        # that reads a leaf's shape (centralization's fan-in test) chose
-        # differently for a slice.
-        found = (
+
+
+def split_plan(
+    optimizers,
+    params,
+    num_shards: int,
+    scalars: dict[str, Any] | None = None,
+):
+    """The split plan of `params` for `optimizers`: per leaf, the first axis
+    `num_shards` divides that none of them mixes over, else ``None``.
+
+    Traces each optimizer's update on the whole leaves and follows the
+    split axis of every value (`_Walk`): a leaf read along its split axis
+    by a partial reduction, contraction, scan or sort moves to its next
+    divisible axis (or whole), and the walk repeats; then the update is
+    traced on the slices, where it must run the same computation
+    (`check_elementwise`). Elementwise optimizers get `default_plan`.
+
+    Args:
+      optimizers: the optimizer, or a sequence of them (FreezeOpt's per
+        group), all run on the same slices.
+      params: the whole parameters (arrays or ``jax.ShapeDtypeStruct``).
+      num_shards: the number of devices the slices are split over.
+      scalars: the train step's scalar extra arguments, as
+        `check_elementwise` takes them.
+
+    Returns:
+      A pytree like `params` of ``int`` (the split axis) or ``None``.
+
+    Raises:
+      ValueError: an optimizer that no plan makes correct on slices.
+    """
+    if isinstance(optimizers, optax.GradientTransformation):
+        optimizers = (optimizers,)
+    flat, treedef = jax.tree.flatten(params)
+    axes = [split_axis(jnp.shape(x), num_shards) for x in flat]
+
+    def plan_of(axes):
+        return treedef.unflatten(axes)
+
+    updates = [_Update(tx, params, num_shards, scalars) for tx in optimizers]
+    for _ in range(sum(len(jnp.shape(x)) for x in flat) + 1):
+        moves: set[int] = set()
+        for update in updates:
+            walk = _Walk()
+            local = update.local_state(plan_of(axes))
+            try:
+                walk.run(update.whole.jaxpr, update.labels(axes, local))
+            except _Refused as e:
+                raise _refused(e, params) from None
+            states = {-1 - i for i in walk.moves if i < 0}
+            moves |= {i for i in walk.moves if i >= 0}
+            if states:
+                moves |= update.owners(axes, plan_of, states)
+        if not moves:
+            break
+        for i in moves:  # (only split leaves are read along a split axis)
+            after = axes[i]
+            assert after is not None
+            axes[i] = split_axis(jnp.shape(flat[i]), num_shards, after)
+    plan = plan_of(axes)
+    for update in updates:
+        _check_slices(update, plan)
+    return plan
+
+
+def _check_slices(update: _Update, plan) -> None:
+    """Raises unless `update` runs on the slices of `plan` what it runs on
+    the whole leaves, reading nothing along a split axis."""
+    local = update.local_state(plan)
+    sliced = update.trace(
+        abstract_slices(update.params, update.num_shards, plan), local
+    )
+    walk = _Walk()
+    axes = jax.tree.leaves(plan, is_leaf=_is_none)
+    try:
+        walk.run(sliced.jaxpr, update.labels(axes, local))
+    except _Refused as e:
+        raise _refused(e, update.params) from None
+    if walk.moves:
+        names = sorted(
+            _leaf_name(update.params, i) for i in walk.moves if i >= 0
+        )
+        raise _refuse(
+            "reads a split value along its split axis "
+            f"({', '.join(names) or 'an optimizer state leaf'})"
+        )
+    if _primitives(sliced.jaxpr) != _primitives(update.whole.jaxpr):
+        # A rule that reads a leaf's shape (centralization's fan-in test)
+        # chose differently for a slice.
+        raise _refuse(
             "computes otherwise on a slice than on the whole leaf (a rule "
-            "that reads the leaf's shape, e.g. centralization's fan-in test)"
+            "that reads the leaf's shape, e.g. centralization's fan-in "
+            "test on a kernel split along a fan-in axis)"
         )
-    elif found:
-        found = f"applies `{found}` to a sliced value"
-    if found:
-        raise ValueError(
-            "shard_optimizer_state runs the optimizer on each device's "
-            "slice of every leaf, which is correct only for elementwise "
-            f"optimizers (SGD, momentum, Adam, AdamW); this one {found} "
-            "(e.g. global-norm clipping, LARS/LAMB trust ratios, gradient "
-            "centralization, Adafactor, Muon, a line search). Use "
-            "shard_optimizer_state=False with it."
-        )
+
+
+def check_elementwise(
+    optimizer: optax.GradientTransformation,
+    params,
+    num_shards: int,
+    scalars: dict[str, Any] | None = None,
+    plan=None,
+) -> None:
+    """Raises if `optimizer` reads more of a leaf than the slices `plan`
+    gives each device (``None``: `default_plan`).
+
+    Traces ``optimizer.update`` on one device's slices of `params` and
+    follows the split axis of each value computed from a sliced gradient,
+    parameter or state leaf (`split_plan`'s walk): a reduction,
+    contraction, scan or sort along it, or a primitive the walk cannot
+    follow, is refused, and so is an update that runs another computation
+    on the slices than on the whole leaves. Leaves kept whole are not
+    sliced, and scalars (step counts, schedules) mix freely.
+
+    Args:
+      optimizer: the optimizer the step runs.
+      params: the whole parameters (arrays or ``jax.ShapeDtypeStruct``).
+      num_shards: the number of devices the slices are split over.
+      scalars: an optimizer taking extra arguments gets the train step's:
+        ``value``, ``grad`` and ``value_fn`` (line searches) and these
+        scalar ones (``{name: jax.ShapeDtypeStruct}``).
+      plan: the split plan (`split_plan`).
+
+    Raises:
+      ValueError: saying what the optimizer does to a split value.
+    """
+    update = _Update(optimizer, params, num_shards, scalars)
+    _check_slices(update, _plan_for(params, num_shards, plan))

@@ -26,6 +26,7 @@ parameters of the first state and checked against every later one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -70,12 +71,18 @@ class StepPlan(NamedTuple):
       opt_state_specs: with a sharded optimizer state
         (``DataParallel(shard_optimizer_state=True)``), the
         ``PartitionSpec`` of each of its leaves; otherwise ``None``.
+      split: with a sharded optimizer state, the split plan: a tree like
+        the params of the axis each leaf is split along, or ``None`` (kept
+        whole), found from the optimizer (`optimizer_sharding.split_plan`)
+        and used by every collective and slice of the step; otherwise
+        ``None``.
     """
 
     optimizer: optax.GradientTransformation
     freezing: freezing_lib.Freezing | None
     template: dict[str, Any] | None = None
     opt_state_specs: Any = None
+    split: Any = None
 
 
 def check_skip_options(
@@ -214,14 +221,15 @@ class StepBuilder:
             )
         if self.data_parallel is not None:
             if self.data_parallel.shard_optimizer_state:
-                plan = plan._replace(
-                    opt_state_specs=self._sharded_specs(plan, params)
-                )
+                split, specs = self._sharded_specs(plan, params)
+                plan = plan._replace(opt_state_specs=specs, split=split)
         return plan
 
     def _sharded_specs(self, plan: StepPlan, params):
-        """The specs of a sharded optimizer state, once the optimizer is
-        known to be correct on slices (`optimizer_sharding`)."""
+        """``(split plan, specs)`` of a sharded optimizer state: the axis
+        each leaf is split along, found from the optimizer so that it is
+        correct on the slices (`optimizer_sharding.split_plan`), and the
+        state's ``PartitionSpec`` s."""
         dp = self.data_parallel
         assert dp is not None  # only called with a sharded data-parallel plan
         state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
@@ -240,13 +248,12 @@ class StepBuilder:
         ):
             scalars["skipped"] = jax.ShapeDtypeStruct((), jnp.bool_)
         groups = plan.freezing and plan.freezing.group_optimizers
-        with _node_slices(dp, params, reduce=False):  # AdaSum's inner step
-            for optimizer in groups or (plan.optimizer,):
-                optimizer_sharding.check_elementwise(
-                    optimizer, params, dp.num_shards, scalars
-                )
-        return dp.sharded_opt_state_specs(
-            lambda p: self.init_opt_state(plan, p), params
+        with _node_slices(dp, params, None, reduce=False):  # AdaSum's inner
+            split = optimizer_sharding.split_plan(
+                groups or (plan.optimizer,), params, dp.num_shards, scalars
+            )
+        return split, dp.sharded_opt_state_specs(
+            lambda p: self.init_opt_state(plan, p), params, split
         )
 
     # -- the initial state ------------------------------------------------
@@ -392,18 +399,21 @@ class StepBuilder:
         loss_fn = self._loss_function(state, batch, rng, frozen, dp=None)
         return loss_fn, trainable
 
-    def _reduce_gradients(self, grads):
-        """The data-parallel reduction, in the policy's `reduce_dtype`."""
+    def _reduce_gradients(self, grads, split=None):
+        """The data-parallel reduction, in the policy's `reduce_dtype`
+        (`split`: the plan's, with a sharded optimizer state)."""
         dtype = None if self.precision is None else self.precision.reduce_dtype
+        dp = self.data_parallel
         if dtype is None or dtype == precision_lib.FLOAT32:
-            return self.data_parallel.reduce_gradients(grads)
+            return dp.reduce_gradients(grads, split)
         sent = precision_lib.cast_floating(grads, dtype)
-        reduced = self.data_parallel.reduce_gradients(sent)
+        reduced = dp.reduce_gradients(sent, split)
         return jax.tree.map(lambda r, g: r.astype(g.dtype), reduced, grads)
 
     @staticmethod
-    def _gather(dp, opt_state, slices, whole, mask):
-        """The whole new params from each device's `slices`.
+    def _gather(dp, opt_state, slices, whole, mask, split):
+        """The whole new params from each device's `slices` (split as the
+        plan `split` says).
 
         With gradient accumulation, only a micro-step that updated gathers
         them: the others left every slice as it was (`whole`), so the
@@ -413,10 +423,10 @@ class StepBuilder:
             opt_state, accumulation_lib.GradientAccumulationState
         )
         if acc is None:
-            return dp.gather(slices, whole, mask)
+            return dp.gather(slices, whole, mask, split)
         return jax.lax.cond(
             accumulation_lib.has_updated(acc),
-            lambda: dp.gather(slices, whole, mask),
+            lambda: dp.gather(slices, whole, mask, split),
             lambda: whole,
         )
 
@@ -450,7 +460,7 @@ class StepBuilder:
         deferred = dp is not None and dp.defers_reduction(state.opt_state)
         if dp is not None:
             if not deferred:
-                grads = self._reduce_gradients(grads)
+                grads = self._reduce_gradients(grads, plan.split)
             loss, metrics = dp.mean((loss, metrics))
             constant = getattr(self.objective, "constant_state", None)
             model_state = dp.mean(
@@ -464,8 +474,10 @@ class StepBuilder:
             # on `state.params` and `trainable` are its slices (the new
             # slices are all-gathered after the update).
             whole_params, whole_trainable = state.params, trainable
-            state = state.replace(params=sharded.local_slices(state.params))
-            trainable = sharded.local_slices(trainable)
+            state = state.replace(
+                params=sharded.local_slices(state.params, plan.split)
+            )
+            trainable = sharded.local_slices(trainable, plan.split)
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
@@ -494,13 +506,15 @@ class StepBuilder:
         # trial params on the same batch; unused, this closure costs nothing.
         def value_fn(p):
             if sharded:
-                p = sharded.gather(p, whole_trainable)
+                p = sharded.gather(p, whole_trainable, plan=plan.split)
             value = loss_fn(p)[1][0]
             return value if dp is None else dp.mean(value)
 
         extra = dict(value=loss, grad=grads, value_fn=value_fn)
         if deferred:
-            extra["reduce_gradients"] = self._reduce_gradients
+            extra["reduce_gradients"] = functools.partial(
+                self._reduce_gradients, split=plan.split
+            )
         if depth is not None:
             assert plan.freezing is not None  # a depth: the step freezes
             # Every counter a schedule reads advances on the same events: a
@@ -540,7 +554,7 @@ class StepBuilder:
             return params, opt_state, model_state
 
         if sharded:
-            apply = _on_node_slices(sharded, whole_params, apply)
+            apply = _on_node_slices(sharded, whole_params, plan.split, apply)
 
         def keep():
             return state.params, state.opt_state, state.model_state
@@ -576,6 +590,7 @@ class StepBuilder:
                 params,
                 whole_params,
                 mask,
+                plan.split,
             )
         metrics = {
             **metrics,
@@ -674,20 +689,22 @@ def _no_context():
     yield
 
 
-def _node_slices(dp, whole, *, reduce=True):
+def _node_slices(dp, whole, split, *, reduce=True):
     """With a sharded AdaSum plan, the context in which its optimizer's
-    AdaSum stage takes this device's slices of the node's mean
-    (`adasum.node_slices`); otherwise none."""
+    AdaSum stage takes this device's slices of the node's mean, split as
+    the plan `split` says (`adasum.node_slices`); otherwise none."""
     if dp.reduction != "adasum" or not dp.shard_optimizer_state:
         return _no_context()
-    return adasum_lib.node_slices(whole, dp.num_shards, reduce=reduce)
+    return adasum_lib.node_slices(
+        whole, dp.num_shards, reduce=reduce, plan=split
+    )
 
 
-def _on_node_slices(dp, whole, apply):
+def _on_node_slices(dp, whole, split, apply):
     """`apply` (the optimizer update) run in `_node_slices`' context."""
 
     def run(extra):
-        with _node_slices(dp, whole):
+        with _node_slices(dp, whole, split):
             return apply(extra)
 
     return run
