@@ -28,7 +28,12 @@ run:
 transformer (`models.NNXTransformer`), with SGD-momentum and Adam, on 8
 and 16 devices; beside the bytes and `memory_analysis`, it runs the
 replicated and the sharded step for 3 steps from the same state and
-batches and compares their params.
+batches and compares their params. ``--zero1 --precision bfloat16`` (or
+``float16``) runs both under the O2 policy of that dtype: the sharded step
+then stores the float32 params sharded and all-gathers them at the start
+of the step in the dtype the forward reads each leaf in; the rows add the
+bytes per collective (``bytes_by_op``), and are written to
+``scaling_zero1_<dtype>.json``.
 
 Per step and device: the bytes sent in collectives (`boostax.collective_bytes`
 on the compiled HLO), split by the replica groups (source-target pairs for a
@@ -47,6 +52,7 @@ network.
     python benchmarks/scaling.py --quick    # smoke test (the test suite)
     python benchmarks/scaling.py --zero1    # ~2 min, scaling_zero1.json
     python benchmarks/scaling.py --zero1 --quick
+    python benchmarks/scaling.py --zero1 --precision bfloat16
 """
 
 from __future__ import annotations
@@ -464,13 +470,16 @@ def _zero1_model(name: str, batch_size: int):
     return model, init, batches, _describe(model, shape)
 
 
-def _zero1_step(optimizer, model, mesh, init, batch, shard: bool):
+def _zero1_step(
+    optimizer, model, mesh, init, batch, shard: bool, precision=None
+):
     """The data-parallel step, its compiled program and initial state."""
     step = boostax.make_train_step(
         optimizer,
         model=model,
         loss=models.cross_entropy,
         data_parallel=boostax.DataParallel(mesh, shard_optimizer_state=shard),
+        precision=precision,
     )
     state = step.init(init)
     return step, step.compile_all(state, batch)[None], state
@@ -483,6 +492,16 @@ def _memory(compiled) -> dict:
         "output": memory.output_size_in_bytes,
         "temp": memory.temp_size_in_bytes,
     }
+
+
+def _bytes_by_op(hlo: str) -> dict[str, float]:
+    """``{collective: bytes per device}`` of `hlo`."""
+    by_op: dict[str, float] = {}
+    for line in hlo.splitlines():
+        sent, counts = boostax.collective_bytes(line)
+        for op in counts:
+            by_op[op] = by_op.get(op, 0.0) + sent
+    return by_op
 
 
 def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
@@ -502,6 +521,7 @@ def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
             init,
             batches[0],
             shard,
+            _zero1_policy(args.precision),
         )
         per_device = boostax.state_bytes_per_device(state)
         initial = jax.device_get(state.params)
@@ -509,6 +529,7 @@ def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
             state, _ = step(state, batch)
         arms[arm] = {
             "collectives": split_bytes(compiled.as_text(), devices, devices),
+            "bytes_by_op": _bytes_by_op(compiled.as_text()),
             "opt_state_bytes_per_device": per_device["opt_state"],
             "state_bytes_per_device": per_device,
             "memory_analysis": _memory(compiled),
@@ -535,6 +556,7 @@ def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
         "name": name,
         "model": description,
         "optimizer": optimizer_name,
+        "precision": args.precision,
         "devices": devices,
         "global_batch": args.batch_size,
         "param_bytes": param_bytes,
@@ -552,6 +574,13 @@ def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
         "tolerance": {"rtol": ZERO1_RTOL, "atol": ZERO1_ATOL},
         "seconds": time.perf_counter() - start,
     }
+
+
+def _zero1_policy(precision: str):
+    """The O2 policy of `precision`, ``None`` for float32."""
+    if precision == "float32":
+        return None
+    return boostax.precision_policy("O2", precision)
 
 
 def print_zero1_table(rows: list[dict]) -> None:
@@ -647,6 +676,12 @@ def main(argv=None) -> dict:
         help="with --zero1: device counts (at most 16)",
     )
     parser.add_argument(
+        "--precision",
+        default="float32",
+        choices=("float32", "bfloat16", "float16"),
+        help="with --zero1: the O2 policy's compute dtype (float32: none)",
+    )
+    parser.add_argument(
         "--batch-size",
         type=int,
         default=64,
@@ -661,6 +696,8 @@ def main(argv=None) -> dict:
         devices="8",
     )
     stem = "scaling_zero1" if args.zero1 else "scaling"
+    if args.zero1 and args.precision != "float32":
+        stem += f"_{args.precision}"
     args.out = args.out or os.path.join(_common.RESULTS_DIR, f"{stem}.json")
     cpus = len(jax.devices("cpu"))
     if args.zero1:

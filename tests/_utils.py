@@ -3,10 +3,12 @@
 """Shared test helpers: tree comparisons and the example problems."""
 
 import functools
+import tempfile
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 
 import boostax
 
@@ -21,6 +23,19 @@ def assert_trees_equal(actual, expected):
         jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
+
+
+def orbax_round_trip(state, target):
+    """`state` saved with Orbax and restored into the shapes, dtypes and
+    shardings of `target` (docs/checkpointing.md's recipe)."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ocp.CheckpointManager(tmp) as m,
+    ):
+        m.save(1, args=ocp.args.StandardSave(state))
+        m.wait_until_finished()
+        shapes = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+        return m.restore(1, args=ocp.args.StandardRestore(shapes))
 
 
 def assert_trees_all_close(actual, expected, *, rtol, atol):

@@ -163,6 +163,34 @@ class BenchmarksTest(parameterized.TestCase):
             self.assertTrue(row["params_close"])
             self.assertLess(row["params_max_abs_difference"], 1e-5)
 
+    def test_scaling_zero1_bfloat16(self):
+        # The params stored sharded, gathered at the step's start in
+        # bfloat16 (LayerNorm and BatchNorm leaves in float32): about 3/4
+        # of the replicated step's bytes (all float32 gradients and a
+        # half-precision all-gather), 1/8 of the params on each device.
+        result = _run_quick(
+            os.path.join(BENCHMARKS, "scaling.py"),
+            "--zero1",
+            "--precision",
+            "bfloat16",
+        )
+        for row in result["configurations"]:
+            self.assertEqual(row["precision"], "bfloat16")
+            replicated, sharded = row["replicated"], row["sharded"]
+            self.assertBetween(
+                sharded["collectives"]["total"]
+                / replicated["collectives"]["total"],
+                0.74,
+                0.78,
+            )
+            by_op = sharded["bytes_by_op"]
+            self.assertLess(by_op["all-gather"], 0.6 * by_op["reduce-scatter"])
+            params = replicated["state_bytes_per_device"]["params"]
+            self.assertLess(
+                sharded["state_bytes_per_device"]["params"], params / 7
+            )
+            self.assertTrue(row["params_close"])
+
     def test_speedup_budgets(self):
         result = _run_quick(os.path.join(BENCHMARKS, "speedup.py"), "--budgets")
         digits = result["workloads"]["digits"]

@@ -535,6 +535,42 @@ class MeshStateTest(absltest.TestCase):
             self.assertTrue(a.sharding.is_equivalent_to(b.sharding, a.ndim))
         ts(back, batch(1))
 
+    def test_sharded_state_is_replicated_and_converts_back(self):
+        # ZeRO-1 under a bfloat16 policy splits the optimizer state and the
+        # float32 params over the devices; the Flax TrainState holds them
+        # whole on every device and converts back to the step's placement.
+        class TrainState(train_state.TrainState):
+            batch_stats: Any = None
+
+        model = SyncBNNet()
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.adam(1e-2),
+            model=model,
+            loss=cross_entropy,
+            sample_inputs=X,
+            mesh=jax.make_mesh((8,), (AXIS,)),
+            shard_optimizer_state=True,
+            precision=boostax.precision_policy("O2", "bfloat16"),
+        )
+        state, _ = train(
+            ts, model.init(jax.random.PRNGKey(0), X, train=False), [batch()]
+        )
+        split = [
+            leaf
+            for leaf in jax.tree.leaves((state.params, state.opt_state))
+            if not leaf.sharding.is_fully_replicated
+        ]
+        self.assertNotEmpty(split)
+        flax_state = boostax.to_flax_train_state(ts, state, cls=TrainState)
+        for leaf in jax.tree.leaves((flax_state.params, flax_state.opt_state)):
+            self.assertTrue(leaf.sharding.is_fully_replicated)
+        back = boostax.from_flax_train_state(ts, flax_state, like=state)
+        _utils.assert_trees_equal(back, state)
+        for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(state)):
+            self.assertTrue(a.sharding.is_equivalent_to(b.sharding, a.ndim))
+        ts(back, batch(1))
+
 
 class DynamicScaleTest(absltest.TestCase):
     def test_the_guides_loss_scale_follows_flax_dynamic_scale(self):

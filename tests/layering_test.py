@@ -72,6 +72,7 @@ CONCEPTS = {
     "step_context": "the traced step's context: precision policy, data axes",
     "objective_options": "a step's model/loss options, gathered once",
     "optimizer_sharding": "optimizer state split over the data axes (ZeRO-1)",
+    "param_reads": "the dtype a loss function reads each parameter in",
     "step_checks": "checks at a step's boundary: is this state its own?",
     "step_factory": "make_train_step: a TrainStep from a model and optimizer",
     "timing": "step-time ratios that survive a noisy machine",
@@ -80,6 +81,7 @@ CONCEPTS = {
     "trajectory": "the PCA matrix of a weight trajectory (for DimReduce)",
     "tree_diff": "where two pytrees differ, for an error message",
     "tree_utils": "generic pytree helpers: names, optimizer-state lookup",
+    "jaxpr_walk": "walking a jaxpr's equations, nested programs included",
     "user_warnings": "warnings attributed to the user's line",
     "validation": "argument checks shared by every public function",
     "weight_decay": "MindSpore's decoupled weight decay stage and its mask",
@@ -127,7 +129,13 @@ STEP_LAYER = frozenset(
 # A namedtuple's own methods start with an underscore but are public.
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 # Modules every other one may use: they import nothing from boostax.
-LEAVES = ("tree_utils", "validation", "pca_file", "step_context")
+LEAVES = (
+    "tree_utils",
+    "validation",
+    "pca_file",
+    "step_context",
+    "jaxpr_walk",
+)
 
 
 def _sources() -> list[str]:

@@ -20,7 +20,10 @@ optimizer state, and the new slices are all-gathered
 (`boostax._src.optimizer_sharding`: ZeRO-1); with ``"adasum"``, within a
 node (each node's state split over its devices), the slices' updates
 AdaSum'd across nodes in between (`boostax.adasum`). Parameters stay
-replicated;
+replicated, except under a half-precision policy, where the float32
+params are stored split like the optimizer state and all-gathered at the
+start of each step in the dtype the forward reads (`sharded_param_specs`,
+`gather_params`);
 BatchNorm statistics are averaged over all devices after each step; the
 loss-scale state is reduced so that every device skips the same steps.
 
@@ -39,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from boostax._src import accumulation as accumulation_lib
@@ -97,7 +100,19 @@ class DataParallel:
         optimizer does not mix over (found from its traced update when the
         step is built, `optimizer_sharding.split_plan`: with gradient
         centralization, a kernel is split along its output axis); a leaf
-        with none stays whole. An optimizer that reads a whole leaf or
+        with none stays whole. Under a precision policy whose compute
+        dtype is not float32 (the step's ``precision=``), the float32
+        params are stored split too, like the state (each device keeps
+        the slice it updates; ``state.params`` are still whole float32
+        ``jax.Array`` s, sharded on `auto_mesh`): the step starts by
+        all-gathering each slice cast to the dtype the forward reads the
+        leaf in (the compute dtype, or float32 for normalisation layers
+        under O2 and ``float32_modules``), reduce-scatters the gradients
+        (in the policy's ``reduce_dtype``) and ends without a gather: per
+        device ``(n_c b_c + 4 n_32)(D-1)/D + 4n(D-1)/D`` bytes (``n_c``
+        elements gathered in the compute dtype of ``b_c`` bytes, ``n_32``
+        in float32) instead of ``8n(D-1)/D``, and 1/D of the float32
+        params stored. An optimizer that reads a whole leaf or
         tree (global-norm clipping, LARS/LAMB, Adafactor, DimReduce) is
         refused when the step is built. Default ``False``: the state then
         stays whole on every device, which any optimizer allows and which
@@ -186,6 +201,23 @@ class DataParallel:
     @property
     def num_nodes(self) -> int:
         return math.prod(self.mesh.shape[a] for a in self.node_axes)
+
+    @property
+    def auto_mesh(self) -> Mesh:
+        """The mesh's devices and axes, every axis of type ``Auto``.
+
+        Params stored sharded (`sharded_param_specs`) live on it, so that
+        any jitted function of the user's reads them as whole arrays, XLA
+        gathering what it needs. On ``Explicit`` axes (``jax.make_mesh``'s
+        default) their sharding would be part of their type, and a matmul
+        contracting a sharded axis (``x @ kernel``) refuses to guess its
+        output's sharding.
+        """
+        return Mesh(
+            self.mesh.devices,
+            self.mesh.axis_names,
+            axis_types=(AxisType.Auto,) * len(self.mesh.axis_names),
+        )
 
     @property
     def per_device_optimizer_state(self) -> bool:
@@ -324,6 +356,46 @@ class DataParallel:
             slices, like, self.shard_axes, self.num_shards, mask, plan
         )
 
+    def gather_params(self, slices, whole, dtypes, plan=None):
+        """The whole parameters the forward reads, from this device's
+        float32 `slices` (parameters stored sharded: `sharded_param_specs`).
+
+        Each split leaf is cast to its dtype in `dtypes` (the compute dtype
+        where the forward reads it only so, `param_reads.forward_dtypes`)
+        before the all-gather, so that half-precision leaves travel in half
+        the bytes, and comes back in float32, holding the values the
+        forward's own cast gives; leaves kept whole pass as they are.
+
+        Args:
+          slices: this device's slices (whole leaves for those kept whole).
+          whole: the whole leaves' shapes (``jax.ShapeDtypeStruct``).
+          dtypes: the dtype each leaf is sent in.
+          plan: the split plan (see `reduce_gradients`).
+        """
+
+        def send(x, w, dtype):
+            if tuple(x.shape) == tuple(w.shape):  # kept whole: not gathered
+                return x
+            if jnp.dtype(dtype) == w.dtype:
+                return x
+            # As the unsigned integers of the same bits: XLA's CPU compiler
+            # runs a bfloat16 or float16 all-gather in float32 (it moves the
+            # forward's upcast before the collective), which would send
+            # float32's bytes.
+            return lax.bitcast_convert_type(
+                x.astype(dtype),
+                jnp.dtype(f"uint{8 * jnp.dtype(dtype).itemsize}"),
+            )
+
+        def receive(g, w, dtype):
+            if g.dtype != w.dtype:
+                g = lax.bitcast_convert_type(g, dtype)
+            return g.astype(w.dtype)
+
+        sent = jax.tree.map(send, slices, whole, dtypes)
+        gathered = self.gather(sent, whole, plan=plan)
+        return jax.tree.map(receive, gathered, whole, dtypes)
+
     def mean(self, tree, keep=None):
         """The mean over all devices of the floating-point leaves.
 
@@ -385,17 +457,39 @@ class DataParallel:
             )
         return specs
 
-    def state_specs(self, state, opt_state_specs=None):
+    def sharded_param_specs(self, params, plan=None):
+        """The spec of each leaf of `params` stored sharded: split like the
+        optimizer state's slots (the same axis), or replicated (a leaf kept
+        whole).
+
+        With `shard_optimizer_state` under a half-precision policy the
+        float32 params are stored so (`boostax.make_train_step`'s
+        `precision`): each device holds the slice it updates, and the step
+        all-gathers them in the dtype the forward reads (`gather_params`).
+
+        Args:
+          params: the whole parameters (arrays or shapes).
+          plan: the split plan (see `reduce_gradients`).
+        """
+        local = optimizer_sharding.abstract_slices(
+            params, self.num_shards, plan
+        )
+        return optimizer_sharding.opt_state_specs(
+            params, local, self.shard_axes
+        )
+
+    def state_specs(self, state, opt_state_specs=None, param_specs=None):
         """The ``shard_map`` specs of a `TrainState` (a pytree prefix).
 
         Everything is replicated but a per-device optimizer state (stacked
         along a leading device axis), a sharded one (`opt_state_specs`, from
-        `sharded_opt_state_specs`) and DimReduce's PCA matrix (its rows
+        `sharded_opt_state_specs`), params stored sharded (`param_specs`,
+        from `sharded_param_specs`) and DimReduce's PCA matrix (its rows
         split over the devices).
         """
         return state.replace(
             step=P(),
-            params=P(),
+            params=P() if param_specs is None else param_specs,
             opt_state=self._opt_state_specs(state.opt_state, opt_state_specs),
             model_state=P(),
             rng=P(),
@@ -441,15 +535,17 @@ class DataParallel:
     def batch_spec(self) -> P:
         return P(self.axes)
 
-    def place_state(self, state, opt_state_specs=None):
+    def place_state(self, state, opt_state_specs=None, param_specs=None):
         """Puts a host-side `TrainState` on the mesh.
 
         Replicates everything; with a per-device optimizer state, stacks
         ``num_devices`` copies of it along a new leading axis, one per
         device; with a sharded one, splits its leaves as `opt_state_specs`
         say (`sharded_opt_state_specs`), the per-device accumulators
-        (`defers_reduction`) stacked too. Works in every process of a
-        multi-process run (each process passes the same initial state).
+        (`defers_reduction`) stacked too; params stored sharded are split
+        as `param_specs` say (`sharded_param_specs`). Works in every
+        process of a multi-process run (each process passes the same
+        initial state).
         """
         stack = self._state_copies()
         state = state.replace(
@@ -461,7 +557,7 @@ class DataParallel:
             )
         )
 
-        def put(x, spec, stack=0):
+        def put(x, spec, stack=0, mesh=self.mesh):
             if _is_typed_key(x):
                 # A typed key (jax.random.key) has no NumPy form: place its
                 # key data and wrap it again with the same implementation.
@@ -474,7 +570,7 @@ class DataParallel:
                 host = np.broadcast_to(host, (stack, *host.shape))
             return jax.make_array_from_callback(
                 host.shape,
-                NamedSharding(self.mesh, spec),
+                NamedSharding(mesh, spec),
                 lambda index: host[index],
             )
 
@@ -487,8 +583,17 @@ class DataParallel:
             state.opt_state,
             is_leaf=lambda x: isinstance(x, P),
         )
-        rest = put_tree(P(), state.replace(opt_state=None))
-        return rest.replace(opt_state=opt_state)
+        if param_specs is None:
+            params = put_tree(P(), state.params)
+        else:
+            params = jax.tree.map(
+                lambda spec, x: put(x, spec, mesh=self.auto_mesh),
+                param_specs,
+                state.params,
+                is_leaf=lambda x: isinstance(x, P),
+            )
+        rest = put_tree(P(), state.replace(opt_state=None, params=None))
+        return rest.replace(opt_state=opt_state, params=params)
 
     def shard_batch(self, batch):
         """This process's share of the batch as global arrays on the mesh.
@@ -514,13 +619,13 @@ class DataParallel:
 
         return jax.tree.map(put, batch)
 
-    def shard_step(self, step, state, opt_state_specs=None):
+    def shard_step(self, step, state, opt_state_specs=None, param_specs=None):
         """``step(state, batch)`` run per device under ``jax.shard_map``.
 
         A per-device optimizer state (or accumulator: `defers_reduction`)
         enters as this device's slice and leaves with its leading axis
-        back; a sharded one (`opt_state_specs`) enters and leaves as this
-        device's slices.
+        back; a sharded one (`opt_state_specs`), and params stored sharded
+        (`param_specs`), enter and leave as this device's slices.
         """
         per_device = bool(self._state_copies())
 
@@ -536,16 +641,45 @@ class DataParallel:
                 opt_state = jax.tree.map(lambda x: x[None], opt_state)
             return new_state.replace(opt_state=opt_state), metrics
 
-        specs = self.state_specs(state, opt_state_specs)
+        specs = self.state_specs(state, opt_state_specs, param_specs)
         # The replicated outputs are made identical by collectives whose
         # results JAX cannot prove invariant (AdaSum's ppermutes, per-device
         # optimizer updates), hence no varying-axes check.
-        return jax.shard_map(
+        mapped = jax.shard_map(
             local,
             mesh=self.mesh,
             in_specs=(specs, self.batch_spec()),
             out_specs=(specs, P()),
             check_vma=False,
+        )
+        if param_specs is None:
+            return mapped
+
+        def run(state, batch):
+            # Params stored sharded enter the step on the mesh's own axes
+            # and leave on `auto_mesh`'s, where the user reads them.
+            params = self._constrain(state.params, param_specs, self.mesh)
+            new_state, metrics = mapped(state.replace(params=params), batch)
+            params = self._constrain(
+                new_state.params, param_specs, self.auto_mesh
+            )
+            return new_state.replace(params=params), metrics
+
+        return run
+
+    @staticmethod
+    def _constrain(tree, specs, mesh: Mesh):
+        """`tree` (in a jitted function) sharded as `specs` on `mesh`."""
+        explicit = all(t == AxisType.Explicit for t in mesh.axis_types)
+        return jax.tree.map(
+            lambda spec, x: (
+                jax.sharding.reshard(x, NamedSharding(mesh, spec))
+                if explicit
+                else lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
+            ),
+            specs,
+            tree,
+            is_leaf=lambda x: isinstance(x, P),
         )
 
 

@@ -65,27 +65,38 @@ def _field_names(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
-def _replicated_opt_state(train_step, opt_state):
-    """`opt_state` with every leaf whole on every device of the mesh.
+def _replicated(train_step, tree):
+    """`tree` with every leaf whole on every device of the mesh.
 
     With AdaSum (O2) each device keeps its own optimizer state: the leaves
-    are stacked along a leading device axis and split over the mesh. Code
+    are stacked along a leading device axis and split over the mesh; with
+    a sharded optimizer state (ZeRO-1) its leaves, and under a half
+    precision policy the params, are split over the data axes. Code
     written for a Flax ``TrainState`` expects replicated leaves (a pmapped
     evaluation with ``in_axes=None``, ``jax_utils.replicate``, checkpoint
-    code), so the stack is replicated; nothing is dropped, and
-    `from_flax_train_state` splits it over the devices again.
+    code), so they are replicated; nothing is dropped, and
+    `from_flax_train_state` places them as the step does again.
     """
     data_parallel = train_step.data_parallel
-    if data_parallel is None or not data_parallel.per_device_optimizer_state:
-        return opt_state
+    if data_parallel is None or not (
+        data_parallel.per_device_optimizer_state
+        or data_parallel.shard_optimizer_state
+    ):
+        return tree
     replicated = NamedSharding(data_parallel.mesh, P())
-    return jax.tree.map(lambda x: jax.device_put(x, replicated), opt_state)
+
+    def replicate(x):
+        if x.sharding.is_fully_replicated:
+            return x
+        return jax.device_put(x, replicated)
+
+    return jax.tree.map(replicate, tree)
 
 
 def _placed_like(train_step, opt_state, like):
     """`opt_state` on the mesh as `like` (the step's own) is placed there.
 
-    Undoes `_replicated_opt_state`. A state of another structure or shape
+    Undoes `_replicated`. A state of another structure or shape
     is left as it is, for the step's state check to name its slot.
     """
     if train_step.data_parallel is None or jax.tree.structure(
@@ -119,7 +130,9 @@ def to_flax_train_state(
     ``in_axes=None`` or after ``jax_utils.replicate``, checkpoint code):
     with AdaSum (O2), whose optimizer state is per device, each
     ``opt_state`` leaf is the devices' states stacked on a leading axis,
-    whole on every device.
+    whole on every device; a sharded optimizer state (ZeRO-1) and params
+    stored sharded are gathered whole (the memory sharding saved is spent
+    on the Flax state).
 
     Args:
       train_step: the `TrainStep` that trains `state`.
@@ -194,8 +207,8 @@ def to_flax_train_state(
     model = train_step.model
     arrays = dict(
         step=state.step,
-        params=state.params,
-        opt_state=_replicated_opt_state(train_step, state.opt_state),
+        params=_replicated(train_step, state.params),
+        opt_state=_replicated(train_step, state.opt_state),
         **model_state,
     )
     if train_step.donate_state:

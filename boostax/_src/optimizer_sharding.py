@@ -10,7 +10,10 @@ Under ``jax.shard_map``, each of the D devices of the data axes:
    receives the mean gradient of its slice of each leaf;
 3. runs the optimizer on its slices of the gradients, parameters and
    optimizer state (the state is stored sharded: 1/D of it per device);
-4. all-gathers the new parameter slices (``lax.all_gather``).
+4. all-gathers the new parameter slices (``lax.all_gather``); under a
+   half-precision policy, the params are stored sliced instead and the
+   next step all-gathers them, cast to the dtype its forward reads
+   (`DataParallel.gather_params`).
 
 A reduce-scatter plus an all-gather move what one all-reduce moves,
 2n(D-1)/D bytes per device, and the optimizer state takes 1/D of the
@@ -54,6 +57,8 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 from jax.sharding import PartitionSpec as P
+
+from boostax._src import jaxpr_walk
 
 # Primitives whose every output element reads the same element of each
 # operand of the output's shape (rank-0 operands are broadcast scalars).
@@ -393,7 +398,7 @@ class _Walk:
             return self._cond(eqn, ins)
         if name == "while":
             return self._while(eqn, ins)
-        subs = _sub_jaxprs(eqn)
+        subs = jaxpr_walk.sub_jaxprs(eqn)
         if len(subs) == 1 and len(subs[0].invars) == len(ins):
             # jit, remat, custom derivatives: the operands map one to one.
             return self.run(subs[0], ins)
@@ -476,26 +481,9 @@ class _Walk:
         return carry
 
 
-def _sub_jaxprs(eqn) -> list:
-    found = []
-    for value in eqn.params.values():
-        values = value if isinstance(value, (tuple, list)) else (value,)
-        for v in values:
-            if isinstance(v, jax_core.ClosedJaxpr):
-                found.append(v.jaxpr)
-            elif isinstance(v, jax_core.Jaxpr):
-                found.append(v)
-    return found
-
-
 def _primitives(jaxpr) -> list[str]:
     """The names of `jaxpr`'s primitives, nested jaxprs' included."""
-    names = []
-    for eqn in jaxpr.eqns:
-        names.append(eqn.primitive.name)
-        for sub in _sub_jaxprs(eqn):
-            names.extend(_primitives(sub))
-    return names
+    return [eqn.primitive.name for eqn in jaxpr_walk.equations(jaxpr)]
 
 
 class _Update:

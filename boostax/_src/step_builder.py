@@ -45,6 +45,7 @@ from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import (
     optimizer_sharding,
+    param_reads,
     step_checks,
     step_context,
     tree_utils,
@@ -76,6 +77,12 @@ class StepPlan(NamedTuple):
         whole), found from the optimizer (`optimizer_sharding.split_plan`)
         and used by every collective and slice of the step; otherwise
         ``None``.
+      param_specs: with a sharded optimizer state under a half-precision
+        policy, the ``PartitionSpec`` of each leaf of the params, which are
+        then stored split like the state (`StepBuilder.stores_sharded_params`);
+        otherwise ``None`` (params replicated).
+      param_shapes: with `param_specs`, the whole params' shapes
+        (``jax.ShapeDtypeStruct``); otherwise ``None``.
     """
 
     optimizer: optax.GradientTransformation
@@ -83,6 +90,8 @@ class StepPlan(NamedTuple):
     template: dict[str, Any] | None = None
     opt_state_specs: Any = None
     split: Any = None
+    param_specs: Any = None
+    param_shapes: Any = None
 
 
 def check_skip_options(
@@ -223,7 +232,42 @@ class StepBuilder:
             if self.data_parallel.shard_optimizer_state:
                 split, specs = self._sharded_specs(plan, params)
                 plan = plan._replace(opt_state_specs=specs, split=split)
+            if self.stores_sharded_params:
+                plan = plan._replace(
+                    param_specs=self.data_parallel.sharded_param_specs(
+                        params, plan.split
+                    ),
+                    param_shapes=jax.tree.map(
+                        lambda x: jax.ShapeDtypeStruct(
+                            jnp.shape(x), jnp.result_type(x)
+                        ),
+                        params,
+                    ),
+                )
         return plan
+
+    @property
+    def stores_sharded_params(self) -> bool:
+        """Whether the float32 params are stored sharded over the data axes.
+
+        So they are with ``DataParallel(shard_optimizer_state=True)`` under a
+        policy whose compute dtype is not float32: each device stores the
+        float32 slice it updates (split like the optimizer state), the step
+        starts by all-gathering every slice cast to the dtype the forward
+        reads it in (`param_reads.forward_dtypes`: the compute dtype for
+        the leaves its layers cast, float32 for the others), and ends
+        without a gather. Per device and step that sends n_c(D-1)/D bytes
+        (the gathered leaves in their dtypes) plus the reduce-scatter's
+        n(D-1)/D (in `reduce_dtype`), against 2n(D-1)/D float32, and holds
+        1/D of the float32 params plus a transient gathered copy.
+        """
+        dp, policy = self.data_parallel, self.precision
+        return (
+            dp is not None
+            and dp.shard_optimizer_state
+            and policy is not None
+            and policy.compute_dtype != precision_lib.FLOAT32
+        )
 
     def _sharded_specs(self, plan: StepPlan, params):
         """``(split plan, specs)`` of a sharded optimizer state: the axis
@@ -287,7 +331,9 @@ class StepBuilder:
         )
         if self.data_parallel is not None:
             # (Per-device optimizer states gain their device axis here.)
-            state = self.data_parallel.place_state(state, plan.opt_state_specs)
+            state = self.data_parallel.place_state(
+                state, plan.opt_state_specs, plan.param_specs
+            )
         if self._reference is None:
             self._reference = step_checks.abstract_slots(state)
         return state
@@ -333,8 +379,10 @@ class StepBuilder:
         data_parallel = self.data_parallel
 
         def sharded(state, batch):
-            specs = self.plan(state.params).opt_state_specs
-            return data_parallel.shard_step(step, state, specs)(state, batch)
+            plan = self.plan(state.params)
+            return data_parallel.shard_step(
+                step, state, plan.opt_state_specs, plan.param_specs
+            )(state, batch)
 
         return sharded
 
@@ -410,6 +458,22 @@ class StepBuilder:
         reduced = dp.reduce_gradients(sent, split)
         return jax.tree.map(lambda r, g: r.astype(g.dtype), reduced, grads)
 
+    def _gathered_params(
+        self, plan: StepPlan, state: TrainState, batch, rng, dp
+    ):
+        """The whole params the forward reads, all-gathered from this
+        device's float32 slices (`state.params`), each leaf in the dtype the
+        forward reads it in (`param_reads.forward_dtypes`, traced on the
+        loss without freezing: a frozen leaf is read as a trained one)."""
+        assert self.precision is not None  # `stores_sharded_params`
+        loss_fn = self._loss_function(state, batch, rng, None, dp)
+        dtypes = param_reads.forward_dtypes(
+            loss_fn, plan.param_shapes, self.precision.compute_dtype
+        )
+        return dp.gather_params(
+            state.params, plan.param_shapes, dtypes, plan.split
+        )
+
     @staticmethod
     def _gather(dp, opt_state, slices, whole, mask, split):
         """The whole new params from each device's `slices` (split as the
@@ -437,6 +501,15 @@ class StepBuilder:
         rng = jax.random.fold_in(state.rng, state.step)
         if dp is not None:  # each device its own dropout masks
             rng = jax.random.fold_in(rng, dp.device_index())
+        slices = None
+        if plan.param_specs is not None:
+            # Params stored sharded: `slices` are this device's float32
+            # ones, the only ones updated; the forward reads the whole
+            # params, gathered in the dtypes it casts them to.
+            slices = state.params
+            state = state.replace(
+                params=self._gathered_params(plan, state, batch, rng, dp)
+            )
         mask, trainable, frozen = self._split(plan, state.params, depth)
         scaler, scale_state = self.loss_scale, state.algorithms.loss_scale
         loss_fn = self._loss_function(state, batch, rng, frozen, dp)
@@ -474,10 +547,16 @@ class StepBuilder:
             # on `state.params` and `trainable` are its slices (the new
             # slices are all-gathered after the update).
             whole_params, whole_trainable = state.params, trainable
-            state = state.replace(
-                params=sharded.local_slices(state.params, plan.split)
-            )
-            trainable = sharded.local_slices(trainable, plan.split)
+            if slices is None:
+                state = state.replace(
+                    params=sharded.local_slices(state.params, plan.split)
+                )
+                trainable = sharded.local_slices(trainable, plan.split)
+            else:
+                # The stored float32 slices, not slices of the gathered
+                # params (rounded to the compute dtype).
+                state = state.replace(params=slices)
+                _, trainable, _ = self._split(plan, slices, depth)
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
@@ -581,9 +660,10 @@ class StepBuilder:
             params, opt_state, model_state = jax.lax.cond(
                 finite, lambda: apply(extra), keep
             )
-        if sharded:
+        if sharded and slices is None:
             # The new slices all-gathered; frozen leaves (a static mask)
-            # are the old params, sent nowhere.
+            # are the old params, sent nowhere. (Params stored sharded stay
+            # slices: the next step gathers them.)
             params = self._gather(
                 sharded,
                 own_opt_state(plan, opt_state, depth),

@@ -23,13 +23,12 @@ matrix products (`compute_dtypes`), for one traced step; `boostax.step_bytes`
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
-from boostax._src import validation
+from boostax._src import jaxpr_walk, validation
 
 #: The JAX versions `saved_activations` is tested with: it reads a private
 #: JAX function, so ``pyproject.toml`` bounds ``jax`` by the same range.
@@ -238,29 +237,13 @@ def saved_activations(fn, *args) -> SavedActivations:
 COMPUTE_PRIMITIVES = ("conv_general_dilated", "dot_general")
 
 
-def _subjaxprs(params) -> Iterator[Any]:
-    for value in params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(item, jax.extend.core.ClosedJaxpr):
-                yield item.jaxpr
-            elif isinstance(item, jax.extend.core.Jaxpr):
-                yield item
-
-
-def _equations(jaxpr) -> Iterator[Any]:
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in _subjaxprs(eqn.params):
-            yield from _equations(sub)
-
-
 def compute_dtypes(jaxpr) -> dict[str, dict[str, int]]:
     """``{primitive: {operand dtype: count}}`` of the convolutions and
     matrix products of a jaxpr (``jax.make_jaxpr(f)(...)``), sub-jaxprs
     (``jit``, ``shard_map``, ``cond``, custom derivatives) included."""
     found: dict[str, dict[str, int]] = {}
     inner = getattr(jaxpr, "jaxpr", jaxpr)
-    for eqn in _equations(inner):
+    for eqn in jaxpr_walk.equations(inner):
         name = eqn.primitive.name
         if name in COMPUTE_PRIMITIVES:
             dtype = eqn.invars[0].aval.dtype.name
