@@ -567,7 +567,9 @@ class MeshStateTest(absltest.TestCase):
             self.assertTrue(leaf.sharding.is_fully_replicated)
         back = boostax.from_flax_train_state(ts, flax_state, like=state)
         _utils.assert_trees_equal(back, state)
-        for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(state)):
+        for a, b in zip(
+            jax.tree.leaves(back), jax.tree.leaves(state), strict=True
+        ):
             self.assertTrue(a.sharding.is_equivalent_to(b.sharding, a.ndim))
         ts(back, batch(1))
 
