@@ -327,10 +327,9 @@ def _o2_sharded(boost, config, variables, batch, per_node: int) -> dict:
     (``shard_optimizer_state=True``): its first program's bytes sent (as
     ``O2``'s ``nothing_frozen``) and the state each device holds.
 
-    LessBN's gradient centralization is off, as when the recorded rows
-    were measured (it sends nothing, so the bytes are O2's; on, it splits
-    the centralized kernels along their output axis)."""
-    config = {**config, "less_bn": {"gc_flag": False}}
+    LessBN's gradient centralization is on, as in the replicated O2 row: the
+    centralized kernels are split along their output axis (the axis the
+    centralization does not average over)."""
     step = boost(config, shard_optimizer_state=True)
     state = step.init(variables)
     compiled = step.lower(state, batch).compile()
