@@ -81,7 +81,8 @@ class DefaultsTest(parameterized.TestCase):
         # optimizer state) are off.
         self.assertFalse(defaults.pop("seq_len_warmup")["enabled"])
         self.assertEqual(
-            defaults.pop("data_parallel"), {"shard_optimizer_state": False}
+            defaults.pop("data_parallel"),
+            {"shard_optimizer_state": False, "shard_params": None},
         )
         # fn_flag None: MindSpore's True where the FN head can work (a
         # classifier's logits), off on per-position outputs.

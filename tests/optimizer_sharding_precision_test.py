@@ -2,11 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """ZeRO-1 under a half-precision policy, on 8 simulated devices: the float32
 params stored sharded like the optimizer state, all-gathered at the start
-of the step in the dtype the forward reads each leaf in.
+of the step in the dtype the forward reads each leaf in; and the choice of
+that regime (`DataParallel.shard_params`: by default only without gradient
+freezing or accumulation, where it sends fewer bytes).
 
 Each sharded step is compared with the replicated step of the same policy.
 """
 
+import functools
 import re
 
 import flax.linen as nn
@@ -56,14 +59,21 @@ def _mesh(n=8):
 
 
 def _step(
-    shard=True, precision=O2_BF16, data_parallel=None, optimizer=None, **kwargs
+    shard=True,
+    precision=O2_BF16,
+    data_parallel=None,
+    optimizer=None,
+    shard_params=None,
+    **kwargs,
 ):
     return boostax.TrainStep(
         boostax.make_objective(model=_Model(), loss=_loss),
         optimizer or optax.adam(1e-2),
         precision=precision,
         data_parallel=data_parallel
-        or boostax.DataParallel(_mesh(), shard_optimizer_state=shard),
+        or boostax.DataParallel(
+            _mesh(), shard_optimizer_state=shard, shard_params=shard_params
+        ),
         **kwargs,
     )
 
@@ -90,6 +100,34 @@ def _gathers(hlo: str) -> list[tuple[str, tuple[int, ...]]]:
     return sorted(
         (dtype, tuple(int(d) for d in dims.split(",") if d))
         for dtype, dims in found
+    )
+
+
+def _entry(hlo: str) -> str:
+    """The entry computation of compiled `hlo`."""
+    entry = hlo[hlo.index("\nENTRY") :]
+    return entry[: entry.index("\n}")]
+
+
+def _bytes_per_update(hlo: str, k: int) -> float:
+    """Bytes sent per device over the k micro-steps of an update: the
+    entry computation's at each, the accumulation's conditional's once."""
+    entry = boostax.collective_bytes(_entry(hlo))[0]
+    return (k - 1) * entry + boostax.collective_bytes(hlo)[0]
+
+
+def _freezing():
+    """Two groups: every leaf (depth 0), then the last Dense layer only
+    (depth 1, 78% of the params frozen)."""
+    everything = tuple(
+        tuple(k.key for k in path)
+        for path, _ in jax.tree_util.tree_leaves_with_path(
+            _variables()["params"]
+        )
+    )
+    last = (("Dense_1", "kernel"), ("Dense_1", "bias"))
+    return boostax.Freezing(
+        (everything, last), np.asarray([0, 1, 1, 0], np.int32)
     )
 
 
@@ -252,31 +290,33 @@ class ShardedParamsTest(parameterized.TestCase):
         self.assertEqual({t for t, _ in _gathers(hlo)}, {"u16"})
         self.assertLen(_gathers(hlo), 5)
 
-    def test_freezing_gathers_the_frozen_leaves_too(self):
+    def test_freezing_gathers_the_frozen_leaves_when_asked(self):
         # Depth 1 trains the last Dense layer only; its forward still
         # reads the frozen ones, which are gathered as at depth 0.
-        everything = tuple(
-            tuple(k.key for k in path)
-            for path, _ in jax.tree_util.tree_leaves_with_path(
-                _variables()["params"]
-            )
-        )
-        last = (("Dense_1", "kernel"), ("Dense_1", "bias"))
-        freezing = boostax.Freezing(
-            (everything, last), np.asarray([0, 1, 1, 0], np.int32)
-        )
         states = []
         for shard in (False, True):
-            ts = _step(shard, freezing=freezing, freeze_warmup_steps=0)
+            ts = _step(
+                shard,
+                shard_params=shard or None,
+                freezing=_freezing(),
+                freeze_warmup_steps=0,
+            )
             states.append(_run(ts, steps=4))
+        self.assertTrue(ts.builder.stores_sharded_params)
         _assert_params_close(states[1], states[0])
         compiled = ts.compile_all(states[1], _batch(0))
         hlo = [compiled[k].compiled.as_text() for k in (0, 1)]
         self.assertEqual(_gathers(hlo[0]), _gathers(hlo[1]))
+        self.assertLen(_gathers(hlo[1]), 5)
         scattered = [
             boostax.collective_bytes(h)[1]["reduce-scatter"] for h in hlo
         ]
         self.assertEqual(scattered, [5, 1])  # Dense_1's bias is whole
+        # The bytes of the rule's choice: 78% of the params frozen, the
+        # start-of-step gather of every leaf sends more than the final
+        # float32 gather of the trained ones (docs/scaling.md).
+        sent = [boostax.collective_bytes(h)[0] for h in hlo]
+        self.assertEqual(sent, [1260, 644])
 
     def test_accumulation_gathers_at_every_micro_step(self):
         states = []
@@ -287,7 +327,9 @@ class ShardedParamsTest(parameterized.TestCase):
                 loss=_loss,
                 precision=O2_BF16,
                 data_parallel=boostax.DataParallel(
-                    _mesh(), shard_optimizer_state=shard
+                    _mesh(),
+                    shard_optimizer_state=shard,
+                    shard_params=shard or None,
                 ),
             )
             states.append(_run(ts, steps=4))
@@ -296,11 +338,14 @@ class ShardedParamsTest(parameterized.TestCase):
         # in the entry computation; the reduce-scatter runs in the
         # accumulation's conditional, on the micro-step that updates.
         hlo = ts.lower(states[1], _batch(0)).compile().as_text()
-        entry = hlo[hlo.index("\nENTRY") :]
-        entry = entry[: entry.index("\n}")]
+        entry = _entry(hlo)
         self.assertLen(_gathers(entry), 5)
         self.assertIn("reduce-scatter", hlo)
         self.assertNotIn("reduce-scatter", entry)
+        # Two gathers (448 bytes each: O2's LayerNorm in float32) against
+        # the final float32 gather's 784: more than the replicated params
+        # send (1603).
+        self.assertEqual(_bytes_per_update(hlo, 2), 1715)
 
     def test_params_follow_the_split_plan_of_centralization(self):
         # Centralization averages each kernel over its fan-in: the split
@@ -358,6 +403,169 @@ class ShardedParamsTest(parameterized.TestCase):
         _utils.assert_trees_equal(
             jax.device_get(restored4.params), jax.device_get(state.params)
         )
+
+
+class ShardParamsChoiceTest(parameterized.TestCase):
+    """`DataParallel.shard_params`: True, False, or the rule (None)."""
+
+    def _compiled_depths(self, ts, state):
+        compiled = ts.compile_all(state, _batch(0))
+        return [compiled[k].compiled.as_text() for k in (0, 1)]
+
+    def test_default_keeps_params_replicated_with_freezing(self):
+        ts = _step(freezing=_freezing(), freeze_warmup_steps=0)
+        state = ts.init(_variables())
+        self.assertFalse(ts.builder.stores_sharded_params)
+        kernel = state.params["Dense_0"]["kernel"]
+        self.assertTrue(kernel.sharding.is_fully_replicated)
+        hlo = self._compiled_depths(ts, state)
+        # Depth 0 gathers every split leaf after the update, in float32;
+        # depth 1 only the trained kernel of Dense_1 (its bias is whole):
+        # no frozen leaf is gathered.
+        self.assertEqual(
+            _gathers(hlo[0]),
+            [
+                ("f32", (8, 16)),
+                ("f32", (16,)),
+                ("f32", (16,)),
+                ("f32", (16,)),
+                ("f32", (16, 3)),
+            ],
+        )
+        self.assertEqual(_gathers(hlo[1]), [("f32", (16, 3))])
+        sent = [boostax.collective_bytes(h)[0] for h in hlo]
+        self.assertEqual(sent, [1596, 364])
+        replicated = _run(
+            _step(False, freezing=_freezing(), freeze_warmup_steps=0), 4
+        )
+        _assert_params_close(_run(ts, 4), replicated)
+
+    def test_default_keeps_params_replicated_with_accumulation(self):
+        ts = boostax.make_train_step(
+            boostax.gradient_accumulation(optax.adam(1e-2), 2),
+            model=_Model(),
+            loss=_loss,
+            precision=O2_BF16,
+            data_parallel=boostax.DataParallel(
+                _mesh(), shard_optimizer_state=True
+            ),
+        )
+        state = ts.init(_variables())
+        self.assertFalse(ts.builder.stores_sharded_params)
+        kernel = state.params["Dense_0"]["kernel"]
+        self.assertTrue(kernel.sharding.is_fully_replicated)
+        # The gather runs once per update, in the accumulation's
+        # conditional: none in the entry computation (every micro-step).
+        hlo = ts.lower(state, _batch(0)).compile().as_text()
+        self.assertLen(_gathers(hlo), 5)
+        self.assertEmpty(_gathers(_entry(hlo)))
+        self.assertEqual(_bytes_per_update(hlo, 2), 1603)
+
+    def test_float32_params_stored_sharded_when_asked(self):
+        ts = _step(precision=None, shard_params=True)
+        state = ts.init(_variables())
+        self.assertTrue(ts.builder.stores_sharded_params)
+        kernel = state.params["Dense_0"]["kernel"]
+        self.assertEqual(kernel.dtype, F32)
+        self.assertEqual(kernel.sharding.spec, P("data"))
+        self.assertEqual(kernel.addressable_shards[0].data.shape, (1, 16))
+        on_device = boostax.state_bytes_per_device(state)["params"]
+        split = 8 * 16 + 16 + 2 * 16 + 16 * 3  # elements split over 8
+        self.assertEqual(on_device, split * 4 // 8 + 3 * 4)
+        # Gathered at the start in float32: the same leaves and bytes as
+        # the replicated params' final gather.
+        hlo = ts.lower(state, _batch(0)).compile().as_text()
+        self.assertEqual({t for t, _ in _gathers(hlo)}, {"f32"})
+        self.assertLen(_gathers(hlo), 5)
+        # The default without a half-precision policy: replicated.
+        plain = _step(precision=None)
+        plain_state = plain.init(_variables())
+        self.assertFalse(plain.builder.stores_sharded_params)
+        self.assertTrue(
+            plain_state.params["Dense_0"]["kernel"].sharding.is_fully_replicated
+        )
+        plain_hlo = plain.lower(plain_state, _batch(0)).compile().as_text()
+        self.assertEqual(_gathers(hlo), _gathers(plain_hlo))
+        self.assertEqual(
+            boostax.collective_bytes(hlo)[0],
+            boostax.collective_bytes(plain_hlo)[0],
+        )
+        sharded = _run(ts)
+        _assert_params_close(sharded, _run(_step(False, precision=None)))
+        kernel = sharded.params["Dense_0"]["kernel"]
+        self.assertEqual(kernel.addressable_shards[0].data.shape, (1, 16))
+
+    def test_errors(self):
+        for bad in ("yes", 1, 0.0):
+            with self.assertRaisesRegex(
+                TypeError, "`shard_params` must be True, False or None"
+            ):
+                boostax.DataParallel(
+                    _mesh(), shard_optimizer_state=True, shard_params=bad
+                )
+        with self.assertRaisesRegex(
+            ValueError, "needs shard_optimizer_state=True"
+        ):
+            boostax.DataParallel(_mesh(), shard_params=True)
+        # False without a sharded state: what it does anyway.
+        self.assertFalse(
+            boostax.DataParallel(_mesh(), shard_params=False).shard_params
+        )
+        with self.assertRaisesRegex(ValueError, "call `init`"):
+            _step().builder.stores_sharded_params  # noqa: B018
+
+    def test_the_config_key_and_the_keyword(self):
+        config = {
+            "data_parallel": {
+                "shard_optimizer_state": True,
+                "shard_params": False,
+            }
+        }
+        parsed = boostax.BoostConfig.from_dict(config)
+        self.assertFalse(parsed.data_parallel.shard_params)
+        self.assertEqual(
+            boostax.BoostConfig.from_dict(parsed.to_dict()), parsed
+        )
+        self.assertIsNone(boostax.BoostConfig().data_parallel.shard_params)
+        with self.assertRaisesRegex(
+            TypeError, "data_parallel.shard_params` must be a bool or None"
+        ):
+            boostax.BoostConfig.from_dict(
+                {"data_parallel": {"shard_params": "yes"}}
+            )
+        boost = functools.partial(
+            boostax.auto_boost,
+            "O0",
+            optimizer=optax.adam(1e-2),
+            model=_Model(),
+            loss=_loss,
+            precision="bfloat16",
+        )
+        ts = boost(config, mesh=_mesh())
+        self.assertIs(ts.data_parallel.shard_params, False)
+        ts.init(_variables())
+        self.assertFalse(ts.builder.stores_sharded_params)
+        # The keyword alone, and one that agrees with the config.
+        self.assertIs(
+            boost(
+                mesh=_mesh(), shard_optimizer_state=True, shard_params=False
+            ).data_parallel.shard_params,
+            False,
+        )
+        self.assertIs(
+            boost(
+                config, mesh=_mesh(), shard_params=False
+            ).data_parallel.shard_params,
+            False,
+        )
+        with self.assertRaisesRegex(ValueError, "contradicts the config's"):
+            boost(config, mesh=_mesh(), shard_params=True)
+        with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
+            boost(shard_params=True)
+        with self.assertRaisesRegex(
+            TypeError, "`shard_params` must be True, False or None"
+        ):
+            boost(mesh=_mesh(), shard_optimizer_state=True, shard_params=1)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ def auto_boost(
     precision: Any = None,
     mesh: Mesh | None = None,
     shard_optimizer_state: bool | None = None,
+    shard_params: bool | None = None,
     pca_matrix: Any = None,
     trajectory: Any = None,
     donate_state: bool = False,
@@ -114,6 +115,12 @@ def auto_boost(
         across nodes run on each device's slices. Elementwise optimizers
         only. ``None``: the config's ``data_parallel.shard_optimizer_state``
         (default ``False``).
+      shard_params: with `shard_optimizer_state`, store the float32 params
+        split too and all-gather them at the start of each step (see
+        `DataParallel`); ``False``: replicated. ``None``: the config's
+        ``data_parallel.shard_params``; ``None`` there too (default):
+        split only under a half-precision `precision` without gradient
+        freezing (O1, O2) or accumulation, where it sends fewer bytes.
       pca_matrix: with ``dim_reduce``, the ``(n_components, n_params)``
         PCA matrix of the weight trajectory (default: from the config's
         ``pca_mat_path`` / ``weight_load_dir``, or `trajectory`).
@@ -278,7 +285,10 @@ def auto_boost(
         )
         optimizer = components.with_freeze_out(optimizer, boost_config, groups)
     data_parallel = components.data_parallel_from_config(
-        boost_config, mesh, shard_optimizer_state=shard_optimizer_state
+        boost_config,
+        mesh,
+        shard_optimizer_state=shard_optimizer_state,
+        shard_params=shard_params,
     )
     if boost_config.is_enabled("dim_reduce"):
         # DimReduce is the optimizer (MindSpore: SGD(lr=1) applying its step).

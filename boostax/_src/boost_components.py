@@ -389,18 +389,37 @@ def _shard_optimizer_state(config: config_lib.BoostConfig, given) -> bool:
     return given
 
 
+def _shard_params(config: config_lib.BoostConfig, given) -> bool | None:
+    """The argument, or the config's key where it is ``None`` (``None``
+    in both: decided when the step is built)."""
+    configured = config.data_parallel.shard_params
+    if given is None:
+        return configured
+    data_parallel_lib.check_shard_params(given)
+    if configured is not None and configured != given:
+        raise ValueError(
+            f"`shard_params={given}` contradicts the config's "
+            f"`data_parallel.shard_params` {configured}: drop one of them."
+        )
+    return given
+
+
 def data_parallel_from_config(
     config: config_lib.BoostConfig,
     mesh: Mesh | None,
     *,
     shard_optimizer_state: bool | None = None,
+    shard_params: bool | None = None,
 ) -> data_parallel_lib.DataParallel | None:
     """The data-parallel plan of `mesh` under the config's ``adasum`` switch.
 
     `shard_optimizer_state` goes to the `DataParallel` plan (it needs a
     `mesh`; with AdaSum, nodes of 2 or more devices); ``None`` takes the
     config's ``data_parallel.shard_optimizer_state``, which an explicit
-    ``False`` may not contradict.
+    ``False`` may not contradict. So does `shard_params` (``True`` needs
+    the optimizer state sharded); ``None`` takes the config's
+    ``data_parallel.shard_params``, which an explicit value may not
+    contradict (``None`` in both: decided when the step is built).
 
     Without AdaSum, gradients are averaged over every device of `mesh`.
     With it, a 1-D mesh is cut into nodes of ``common.device_number``
@@ -424,15 +443,21 @@ def data_parallel_from_config(
             "`shard_optimizer_state=True` splits the optimizer state over "
             "the devices of a mesh: pass `mesh=` (a jax.sharding.Mesh)."
         )
+    shard_params = _shard_params(config, shard_params)
+    if shard_params and mesh is None:
+        raise ValueError(
+            "`shard_params=True` splits the params over the devices of a "
+            "mesh: pass `mesh=` (a jax.sharding.Mesh) and "
+            "`shard_optimizer_state=True`."
+        )
+    plan = functools.partial(
+        data_parallel_lib.DataParallel,
+        shard_optimizer_state=shard_optimizer_state,
+        shard_params=shard_params,
+    )
     adasum_on = config.is_enabled("adasum")
     if not adasum_on:
-        return (
-            None
-            if mesh is None
-            else data_parallel_lib.DataParallel(
-                mesh, shard_optimizer_state=shard_optimizer_state
-            )
-        )
+        return None if mesh is None else plan(mesh)
     if mesh is None:
         user_warnings.warn(
             "AdaSum combines the updates of data-parallel devices, and this "
@@ -451,12 +476,7 @@ def data_parallel_from_config(
             f"axes {tuple(mesh.axis_names)}."
         )
     local_axis = mesh.axis_names[1] if len(mesh.axis_names) == 2 else None
-    dp = data_parallel_lib.DataParallel(
-        mesh,
-        reduction="adasum",
-        local_axis=local_axis,
-        shard_optimizer_state=shard_optimizer_state,
-    )
+    dp = plan(mesh, reduction="adasum", local_axis=local_axis)
     if dp.num_nodes == 1:
         user_warnings.warn(
             f"AdaSum runs across nodes, and the {dp.num_devices} device(s) "
@@ -465,7 +485,5 @@ def data_parallel_from_config(
             "Set `common.device_number` to the devices per node (1: AdaSum "
             "over every device)."
         )
-        return data_parallel_lib.DataParallel(
-            mesh, shard_optimizer_state=shard_optimizer_state
-        )
+        return plan(mesh)
     return dp

@@ -97,6 +97,7 @@ _KIND_TEXT = {
     "int_list": "a list of ints (or a single int)",
     "path": "a path (str or os.PathLike) or None",
     "optional_int": "an int or None",
+    "optional_bool": "a bool or None",
 }
 
 
@@ -136,6 +137,10 @@ def _coerce(name: str, kind: str, value):
         if not all(validation.is_int(v) for v in value):
             raise bad_type
         return tuple(int(v) for v in value)
+    if kind == "optional_bool":
+        if value is not None and not isinstance(value, bool):
+            raise bad_type
+        return value
     if kind == "optional_int":
         if value is None:
             return None
@@ -357,10 +362,18 @@ class DataParallelSection(_Section):
     axes (ZeRO-1, `DataParallel`); the same as
     ``auto_boost(..., shard_optimizer_state=True)``. Off by default: it
     takes elementwise optimizers only.
+
+    ``shard_params``: with the optimizer state split, whether the float32
+    params are stored split too and gathered at the start of each step
+    (`DataParallel`'s ``shard_params``); the same as
+    ``auto_boost(..., shard_params=...)``. ``None`` (default): decided when
+    the step is built, split only under a half-precision policy without
+    gradient freezing or accumulation.
     """
 
     NAME: ClassVar[str] = "data_parallel"
     shard_optimizer_state: bool = _key(False, "bool")
+    shard_params: bool | None = _key(None, "optional_bool")
 
 
 SECTIONS: Mapping[str, type[_Section]] = {
@@ -553,7 +566,8 @@ class BoostConfig:
         sections, each a frozen dataclass with MindSpore's defaults.
       seq_len_warmup: boostax's sequence-length warm-up (off by default).
       data_parallel: boostax's: how a data-parallel step spreads its state
-        (``shard_optimizer_state``, off by default).
+        (``shard_optimizer_state``, off by default; ``shard_params``,
+        decided when the step is built by default).
 
     Example:
       >>> import boostax

@@ -19,11 +19,12 @@ instead, each device updates its slice of the parameters and of the
 optimizer state, and the new slices are all-gathered
 (`boostax._src.optimizer_sharding`: ZeRO-1); with ``"adasum"``, within a
 node (each node's state split over its devices), the slices' updates
-AdaSum'd across nodes in between (`boostax.adasum`). Parameters stay
-replicated, except under a half-precision policy, where the float32
-params are stored split like the optimizer state and all-gathered at the
-start of each step in the dtype the forward reads (`sharded_param_specs`,
-`gather_params`);
+AdaSum'd across nodes in between (`boostax.adasum`). With
+``shard_params`` (by default: under a half-precision policy, without
+gradient freezing or accumulation) the float32 params are stored split
+like the optimizer state too and all-gathered at the start of each step
+in the dtype the forward reads (`sharded_param_specs`, `gather_params`),
+with no final gather; otherwise they stay replicated;
 BatchNorm statistics are averaged over all devices after each step; the
 loss-scale state is reduced so that every device skips the same steps.
 
@@ -68,6 +69,17 @@ def _is_float(x) -> bool:
     return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
 
 
+def check_shard_params(value) -> bool | None:
+    """Returns `value` if it is a bool or ``None``; else raises
+    ``TypeError``."""
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(
+            "`shard_params` must be True, False or None (decided when the "
+            f"step is built), {validation.got(value)}."
+        )
+    return value
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class DataParallel:
     """How a `TrainStep` runs data-parallel over a device mesh.
@@ -100,23 +112,41 @@ class DataParallel:
         optimizer does not mix over (found from its traced update when the
         step is built, `optimizer_sharding.split_plan`: with gradient
         centralization, a kernel is split along its output axis); a leaf
-        with none stays whole. Under a precision policy whose compute
-        dtype is not float32 (the step's ``precision=``), the float32
-        params are stored split too, like the state (each device keeps
-        the slice it updates; ``state.params`` are still whole float32
-        ``jax.Array`` s, sharded on `auto_mesh`): the step starts by
-        all-gathering each slice cast to the dtype the forward reads the
-        leaf in (the compute dtype, or float32 for normalisation layers
-        under O2 and ``float32_modules``), reduce-scatters the gradients
-        (in the policy's ``reduce_dtype``) and ends without a gather: per
-        device ``(n_c b_c + 4 n_32)(D-1)/D + 4n(D-1)/D`` bytes (``n_c``
-        elements gathered in the compute dtype of ``b_c`` bytes, ``n_32``
-        in float32) instead of ``8n(D-1)/D``, and 1/D of the float32
-        params stored. An optimizer that reads a whole leaf or
-        tree (global-norm clipping, LARS/LAMB, Adafactor, DimReduce) is
-        refused when the step is built. Default ``False``: the state then
-        stays whole on every device, which any optimizer allows and which
-        costs nothing while it fits in memory.
+        with none stays whole. Where the params are replicated
+        (`shard_params`), the new slices of the trained leaves are
+        all-gathered in float32 at the end of the step (a frozen leaf is
+        neither reduced nor gathered). An optimizer that reads a whole
+        leaf or tree (global-norm clipping, LARS/LAMB, Adafactor,
+        DimReduce) is refused when the step is built. Default ``False``:
+        the state then stays whole on every device, which any optimizer
+        allows and which costs nothing while it fits in memory.
+      shard_params: with `shard_optimizer_state`, whether the float32
+        params are stored split too, like the state (each device keeps the
+        slice it updates, 1/D of the params; ``state.params`` are still
+        whole float32 ``jax.Array`` s, sharded on `auto_mesh`). The step
+        then starts by all-gathering each slice cast to the dtype the
+        forward reads the leaf in (under a policy whose compute dtype is
+        not float32, the compute dtype, or float32 for normalisation
+        layers under O2 and ``float32_modules``; float32 without one),
+        reduce-scatters the gradients (in the policy's ``reduce_dtype``)
+        and ends without a gather: per device
+        ``(n_c b_c + 4 n_32)(D-1)/D + 4n(D-1)/D`` bytes (``n_c`` elements
+        gathered in the compute dtype of ``b_c`` bytes, ``n_32`` in
+        float32) instead of ``8n(D-1)/D``. But every program gathers every
+        leaf its forward reads, frozen ones included, and with gradient
+        accumulation every micro-step gathers: with freezing past about
+        half the params, or accumulation over 2 micro-steps or more (3
+        where every leaf is cast), it sends more than the replicated
+        params' final float32 gather of the trained leaves.
+        ``True``: stored split (without a half-precision policy, float32
+        ZeRO-1 with sharded params: 1/D of the params stored, the same
+        bytes as replicated params without freezing or accumulation);
+        ``False``: replicated, the
+        final gather in float32. ``None`` (default): decided when the step
+        is built (`shards_params`): split only under a half-precision
+        policy and without gradient freezing or accumulation, where it
+        sends fewer bytes (0.75x when every leaf is cast). ``True`` needs
+        `shard_optimizer_state`.
 
     Example:
       >>> import jax, optax, boostax
@@ -131,6 +161,7 @@ class DataParallel:
     local_axis: str | None = None
     eps: float = 1e-12
     shard_optimizer_state: bool = False
+    shard_params: bool | None = None
 
     def __post_init__(self):
         validation.check_instance(
@@ -167,6 +198,13 @@ class DataParallel:
         validation.check_bool(
             "shard_optimizer_state", self.shard_optimizer_state
         )
+        check_shard_params(self.shard_params)
+        if self.shard_params and not self.shard_optimizer_state:
+            raise ValueError(
+                "`shard_params=True` stores the params split like the "
+                "optimizer state: it needs shard_optimizer_state=True, got "
+                "shard_optimizer_state=False."
+            )
         if self.shard_optimizer_state and self.reduction == "adasum_gradients":
             raise NotImplementedError(
                 "shard_optimizer_state is built for reduction 'mean' and "
@@ -223,6 +261,32 @@ class DataParallel:
     def per_device_optimizer_state(self) -> bool:
         """Whether each device keeps its own optimizer state (AdaSum)."""
         return self.reduction == "adasum" and not self.shard_optimizer_state
+
+    def shards_params(
+        self, *, half_precision: bool, freezes: bool, accumulates: bool
+    ) -> bool:
+        """Whether a step stores its float32 params sharded (see
+        `shard_params`).
+
+        Args:
+          half_precision: whether the step's precision policy computes in
+            a dtype other than float32.
+          freezes: whether the step freezes gradients.
+          accumulates: whether its optimizer accumulates gradients over
+            micro-steps.
+
+        Returns:
+          False without `shard_optimizer_state`; `shard_params` where it
+          is a bool; otherwise (``None``) the rule: sharded under a
+          half-precision policy without freezing or accumulation, where
+          gathering at the start of every program always sends fewer
+          bytes than the final float32 gather of the trained leaves.
+        """
+        if not self.shard_optimizer_state:
+            return False
+        if self.shard_params is not None:
+            return self.shard_params
+        return half_precision and not freezes and not accumulates
 
     @property
     def shard_axes(self) -> tuple[str, ...]:
@@ -462,10 +526,10 @@ class DataParallel:
         optimizer state's slots (the same axis), or replicated (a leaf kept
         whole).
 
-        With `shard_optimizer_state` under a half-precision policy the
-        float32 params are stored so (`boostax.make_train_step`'s
-        `precision`): each device holds the slice it updates, and the step
-        all-gathers them in the dtype the forward reads (`gather_params`).
+        With `shard_optimizer_state` and `shard_params` (see
+        `shards_params`) the float32 params are stored so: each device
+        holds the slice it updates, and the step all-gathers them in the
+        dtype the forward reads (`gather_params`).
 
         Args:
           params: the whole parameters (arrays or shapes).

@@ -70,8 +70,8 @@ def _replicated(train_step, tree):
 
     With AdaSum (O2) each device keeps its own optimizer state: the leaves
     are stacked along a leading device axis and split over the mesh; with
-    a sharded optimizer state (ZeRO-1) its leaves, and under a half
-    precision policy the params, are split over the data axes. Code
+    a sharded optimizer state (ZeRO-1) its leaves, and with
+    ``shard_params`` the params, are split over the data axes. Code
     written for a Flax ``TrainState`` expects replicated leaves (a pmapped
     evaluation with ``in_axes=None``, ``jax_utils.replicate``, checkpoint
     code), so they are replicated; nothing is dropped, and

@@ -11,9 +11,10 @@ is cheapest: `forward_dtypes` finds those parameters by tracing the loss
 once (``jax.make_jaxpr``) and following each parameter to its uses. With
 the parameters stored sharded over the data axes
 (``DataParallel(shard_optimizer_state=True)`` under a half-precision
-policy), the step all-gathers each device's slice of such a leaf already
-cast, half the bytes of float32, and the forward casts nothing more: its
-values are the ones it read before, bit for bit.
+policy, `DataParallel.shard_params`), the step all-gathers each device's
+slice of such a leaf already cast, half the bytes of float32, and the
+forward casts nothing more: its values are the ones it read before, bit
+for bit.
 
 A read is a cast when it is a ``convert_element_type`` to the compute
 dtype; a use inside a nested program whose operands map one to one onto

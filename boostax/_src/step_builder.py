@@ -77,9 +77,9 @@ class StepPlan(NamedTuple):
         whole), found from the optimizer (`optimizer_sharding.split_plan`)
         and used by every collective and slice of the step; otherwise
         ``None``.
-      param_specs: with a sharded optimizer state under a half-precision
-        policy, the ``PartitionSpec`` of each leaf of the params, which are
-        then stored split like the state (`StepBuilder.stores_sharded_params`);
+      param_specs: with params stored sharded
+        (`StepBuilder.stores_sharded_params`), the ``PartitionSpec`` of
+        each leaf of the params, which are stored split like the state;
         otherwise ``None`` (params replicated).
       param_shapes: with `param_specs`, the whole params' shapes
         (``jax.ShapeDtypeStruct``); otherwise ``None``.
@@ -232,7 +232,7 @@ class StepBuilder:
             if self.data_parallel.shard_optimizer_state:
                 split, specs = self._sharded_specs(plan, params)
                 plan = plan._replace(opt_state_specs=specs, split=split)
-            if self.stores_sharded_params:
+            if self._shards_params(plan, params):
                 plan = plan._replace(
                     param_specs=self.data_parallel.sharded_param_specs(
                         params, plan.split
@@ -250,23 +250,62 @@ class StepBuilder:
     def stores_sharded_params(self) -> bool:
         """Whether the float32 params are stored sharded over the data axes.
 
-        So they are with ``DataParallel(shard_optimizer_state=True)`` under a
-        policy whose compute dtype is not float32: each device stores the
-        float32 slice it updates (split like the optimizer state), the step
-        starts by all-gathering every slice cast to the dtype the forward
-        reads it in (`param_reads.forward_dtypes`: the compute dtype for
-        the leaves its layers cast, float32 for the others), and ends
-        without a gather. Per device and step that sends n_c(D-1)/D bytes
-        (the gathered leaves in their dtypes) plus the reduce-scatter's
-        n(D-1)/D (in `reduce_dtype`), against 2n(D-1)/D float32, and holds
-        1/D of the float32 params plus a transient gathered copy.
+        So they are with ``DataParallel(shard_optimizer_state=True)`` where
+        its `DataParallel.shard_params` says so, or where it is ``None``
+        under a policy whose compute dtype is not float32 and without
+        gradient freezing or accumulation (`DataParallel.shards_params`):
+        each device stores the float32 slice it updates (split like the
+        optimizer state), the step starts by all-gathering every slice cast
+        to the dtype the forward reads it in (`param_reads.forward_dtypes`:
+        the compute dtype for the leaves its layers cast, float32 for the
+        others), and ends without a gather. Per device and step that sends
+        n_c(D-1)/D bytes (the gathered leaves in their dtypes) plus the
+        reduce-scatter's n(D-1)/D (in `reduce_dtype`), against 2n(D-1)/D
+        float32, and holds 1/D of the float32 params plus a transient
+        gathered copy.
+
+        Raises:
+          ValueError: before the step has seen the params (`init`, or a
+            state), where the decision depends on the optimizer's state.
         """
-        dp, policy = self.data_parallel, self.precision
-        return (
-            dp is not None
-            and dp.shard_optimizer_state
-            and policy is not None
-            and policy.compute_dtype != precision_lib.FLOAT32
+        if self._plan is not None:
+            return self._plan.param_specs is not None
+        dp = self.data_parallel
+        if dp is None or not dp.shard_optimizer_state:
+            return False
+        if dp.shard_params is not None:
+            return dp.shard_params
+        raise ValueError(
+            "With DataParallel(shard_params=None), whether the params are "
+            "stored sharded is decided when the step is built from the "
+            "params (it depends on gradient accumulation in the optimizer's "
+            "state): call `init` (or the step) first, or pass "
+            "shard_params=True or False."
+        )
+
+    @property
+    def _half_precision(self) -> bool:
+        """Whether the policy computes in a dtype other than float32."""
+        policy = self.precision
+        return policy is not None and policy.compute_dtype != (
+            precision_lib.FLOAT32
+        )
+
+    def _shards_params(self, plan: StepPlan, params) -> bool:
+        """The decision of `stores_sharded_params`, from the plan's
+        optimizer state (`DataParallel.shards_params`)."""
+        dp = self.data_parallel
+        assert dp is not None  # only called with a data-parallel plan
+        if not dp.shard_optimizer_state:
+            return False
+        state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
+        return dp.shards_params(
+            half_precision=self._half_precision,
+            freezes=plan.freezing is not None,
+            accumulates=tree_utils.contains_state(
+                state, accumulation_lib.GradientAccumulationState
+            )
+            or tree_utils.contains_state(state, optax.MultiStepsState),
         )
 
     def _sharded_specs(self, plan: StepPlan, params):
@@ -464,12 +503,16 @@ class StepBuilder:
         """The whole params the forward reads, all-gathered from this
         device's float32 slices (`state.params`), each leaf in the dtype the
         forward reads it in (`param_reads.forward_dtypes`, traced on the
-        loss without freezing: a frozen leaf is read as a trained one)."""
-        assert self.precision is not None  # `stores_sharded_params`
-        loss_fn = self._loss_function(state, batch, rng, None, dp)
-        dtypes = param_reads.forward_dtypes(
-            loss_fn, plan.param_shapes, self.precision.compute_dtype
-        )
+        loss without freezing: a frozen leaf is read as a trained one;
+        float32, each leaf's own, without a half-precision policy)."""
+        if not self._half_precision:
+            dtypes = jax.tree.map(lambda w: w.dtype, plan.param_shapes)
+        else:
+            assert self.precision is not None  # `_half_precision`
+            loss_fn = self._loss_function(state, batch, rng, None, dp)
+            dtypes = param_reads.forward_dtypes(
+                loss_fn, plan.param_shapes, self.precision.compute_dtype
+            )
         return dp.gather_params(
             state.params, plan.param_shapes, dtypes, plan.split
         )
