@@ -460,6 +460,11 @@ class ShardParamsChoiceTest(parameterized.TestCase):
         self.assertLen(_gathers(hlo), 5)
         self.assertEmpty(_gathers(_entry(hlo)))
         self.assertEqual(_bytes_per_update(hlo, 2), 1603)
+        # optax.MultiSteps accumulates too.
+        multi = optax.MultiSteps(optax.adam(1e-2), 2)
+        ts = _step(optimizer=multi.gradient_transformation())
+        ts.init(_variables())
+        self.assertFalse(ts.builder.stores_sharded_params)
 
     def test_float32_params_stored_sharded_when_asked(self):
         ts = _step(precision=None, shard_params=True)
