@@ -40,6 +40,21 @@ sequence-length warm-up). AdaSum (8 simulated devices sharing two cores: its
 wall time is not judged) and DimReduce (two stages) are in
 ``benchmarks/transformer.py`` only.
 
+Variants of sequence-length warm-up tried (`VARIANTS`, run when named): its
+paper (Li, Zhang and He 2022, "The Stability-Efficiency Dilemma") finds its
+gain in stability, a larger learning rate that diverges or hurts without
+it; so "plain lr x2" (plain Optax at peak 1.2e-2) against "seq warm-up lr
+x2" (the warm-up at 1.2e-2); "seq warm-up step 32" (lengths 32, 64, 96, 128:
+4 programs to compile instead of 16) and "seq warm-up 0.15" (over the first
+15% of the updates instead of 30%: fewer short, cheap steps, fewer bytes
+lost). One seed at the full budget, plain's runs reused:
+
+    python benchmarks/transformer_budgets.py --arms "plain lr x2" \
+        "seq warm-up lr x2" "seq warm-up step 32" "seq warm-up 0.15" \
+        --budget-fractions 1 --seeds 1 --full-budget-seeds 1 \
+        --reuse-plain benchmarks/results/transformer_budgets.json \
+        --out benchmarks/results/transformer_budgets_variants.json  # ~1 h
+
 Full runs on two quiet cores, each about 50 minutes an arm (training:
 11.75 full budgets an arm; timing: 1.5; evaluation: 17 passes over 1.1 MB),
 cold compiles (the compile column); plain Optax's runs are deterministic,
@@ -135,6 +150,25 @@ def workload(*, quick: bool = False) -> lm.Workload:
 # The arms.
 
 _ONLY = {"mode": "manual", "less_bn": False, "grad_freeze": False}
+# Composer's defaults (duration 0.3, lengths from 8 by 8).
+_SEQ_WARMUP = transformer.ARMS["seq-len warm-up"]
+
+
+def _seq_warmup(
+    learning_rate_scale: float = 1.0, **section: Any
+) -> transformer.ArmSpec:
+    """Sequence-length warm-up with `section`'s keys over Composer's
+    defaults, at the peak learning rate times `learning_rate_scale`."""
+    return dataclasses.replace(
+        _SEQ_WARMUP,
+        config={
+            "seq_len_warmup": {
+                **_SEQ_WARMUP.config["seq_len_warmup"],
+                **section,
+            }
+        },
+        learning_rate_scale=learning_rate_scale,
+    )
 
 
 #: ``name: spec`` or ``name: spec(budget steps)``; the algorithms alone are
@@ -154,12 +188,25 @@ ARMS: dict[str, transformer.ArmSpec | Callable[[int], Any]] = {
             "dynamic loss scale",
         )
     },
-    "seq warm-up": transformer.ARMS["seq-len warm-up"],
+    "seq warm-up": _SEQ_WARMUP,
     # Its `seq_len_warmup.total_steps` is set to the budget's updates.
     "text recipe": lambda steps: transformer.ArmSpec(
         "O1", boostax.text_recipe(total_steps=steps)
     ),
+    # Variants of sequence-length warm-up (`VARIANTS`, module docstring):
+    # its paper's gain is stability at a larger rate, so plain at 2x too.
+    "plain lr x2": transformer.CONTROLS["O0 lr x2"],
+    "seq warm-up lr x2": _seq_warmup(learning_rate_scale=2.0),
+    "seq warm-up step 32": _seq_warmup(min_seq_length=32, step_size=32),
+    "seq warm-up 0.15": _seq_warmup(duration=0.15),
 }
+#: Arms run only when named (``--arms``), not by default: one-seed probes.
+VARIANTS = (
+    "plain lr x2",
+    "seq warm-up lr x2",
+    "seq warm-up step 32",
+    "seq warm-up 0.15",
+)
 
 
 def maker(name: str) -> budgets.Maker:
@@ -384,8 +431,9 @@ def main(argv=None) -> dict:
         nargs="+",
         choices=list(ARMS),
         default=None,
-        help="arms beside plain Optax (default: all; --quick: O1, the "
-        "text recipe and sequence-length warm-up)",
+        help="arms beside plain Optax (default: all but the variants of "
+        "sequence-length warm-up; --quick: O1, the text recipe and "
+        "sequence-length warm-up)",
     )
     parser.add_argument(
         "--budget-fractions",
@@ -436,7 +484,9 @@ def main(argv=None) -> dict:
         earlier = _retimed_arguments(args)
     fractions = budgets.check_budgets(args.budget_fractions)
     names = args.arms or (
-        ["O1", "text recipe", "seq warm-up"] if args.quick else list(ARMS)
+        ["O1", "text recipe", "seq warm-up"]
+        if args.quick
+        else [name for name in ARMS if name not in VARIANTS]
     )
     full = workload(quick=args.quick)
     if args.budget_steps:
