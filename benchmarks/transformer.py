@@ -409,7 +409,8 @@ def train_arm(arm: Arm, workload: lm.Workload, seed: int) -> lm.Run:
 
 
 def step_costs(arms, workload, *, repetitions: int) -> dict[str, dict]:
-    """Interleaved step times, each arm walking its whole sequence once.
+    """Interleaved step times, each arm walking its whole sequence once,
+    from its first step (its programs compiled beforehand).
 
     Each arm starts from seed 0's initial state and trains on one batch;
     ``repetitions`` samples of ``budget / repetitions`` steps each. Returns
@@ -419,12 +420,20 @@ def step_costs(arms, workload, *, repetitions: int) -> dict[str, dict]:
     """
     steps = max(1, workload.steps // repetitions)
     batch = next(workload.batches(0))
+    for arm in arms:
+        # Every program compiled first (plain Optax's is, ahead of time),
+        # so that no untimed warm-up call walks the sequence's first steps:
+        # the timed samples cover steps 0 to the budget, the short early
+        # lengths of a sequence-length warm-up and the freeze depths' share
+        # included.
+        if arm.train_step is not None:
+            arm.train_step.compile_all(arm.init(0), batch)
     runs = {
         arm.name: _common.step_runner(arm.step, arm.init(0), batch, steps)
         for arm in arms
     }
     samples = boostax.interleaved_timings(
-        runs, repetitions=repetitions, steps=steps
+        runs, repetitions=repetitions, steps=steps, warmup=False
     )
     reference = samples[arms[0].name]
     costs = {}
