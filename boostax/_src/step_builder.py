@@ -222,21 +222,21 @@ class StepBuilder:
         ):
             freezing = freezing(params)
         plan = StepPlan(optimizer, freezing)
+        dp = self.data_parallel
+        sharded = dp is not None and dp.shard_optimizer_state
+        if freezing is None and not sharded:
+            return plan
+        # The optimizer state's shapes, read by the checks and the sharding
+        # decisions below (the replacements leave its optimizer as it is).
+        state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
         if freezing is not None:
-            step_checks.check_freezing_accumulation(
-                freezing,
-                optimizer,
-                jax.eval_shape(lambda: self.init_opt_state(plan, params)),
-            )
-        if self.data_parallel is not None:
-            if self.data_parallel.shard_optimizer_state:
-                split, specs = self._sharded_specs(plan, params)
-                plan = plan._replace(opt_state_specs=specs, split=split)
-            if self._shards_params(plan, params):
+            step_checks.check_freezing_accumulation(freezing, optimizer, state)
+        if dp is not None and sharded:
+            split, specs = self._sharded_specs(plan, params, state)
+            plan = plan._replace(opt_state_specs=specs, split=split)
+            if self._shards_params(plan, state):
                 plan = plan._replace(
-                    param_specs=self.data_parallel.sharded_param_specs(
-                        params, plan.split
-                    ),
+                    param_specs=dp.sharded_param_specs(params, split),
                     param_shapes=jax.tree.map(
                         lambda x: jax.ShapeDtypeStruct(
                             jnp.shape(x), jnp.result_type(x)
@@ -291,14 +291,11 @@ class StepBuilder:
             precision_lib.FLOAT32
         )
 
-    def _shards_params(self, plan: StepPlan, params) -> bool:
+    def _shards_params(self, plan: StepPlan, state) -> bool:
         """The decision of `stores_sharded_params`, from the plan's
-        optimizer state (`DataParallel.shards_params`)."""
+        optimizer state's shapes `state` (`DataParallel.shards_params`)."""
         dp = self.data_parallel
-        assert dp is not None  # only called with a data-parallel plan
-        if not dp.shard_optimizer_state:
-            return False
-        state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
+        assert dp is not None  # only called with a sharded data-parallel plan
         return dp.shards_params(
             half_precision=self._half_precision,
             freezes=plan.freezing is not None,
@@ -308,14 +305,13 @@ class StepBuilder:
             or tree_utils.contains_state(state, optax.MultiStepsState),
         )
 
-    def _sharded_specs(self, plan: StepPlan, params):
-        """``(split plan, specs)`` of a sharded optimizer state: the axis
-        each leaf is split along, found from the optimizer so that it is
-        correct on the slices (`optimizer_sharding.split_plan`), and the
-        state's ``PartitionSpec`` s."""
+    def _sharded_specs(self, plan: StepPlan, params, state):
+        """``(split plan, specs)`` of a sharded optimizer state (`state`: its
+        shapes): the axis each leaf is split along, found from the optimizer
+        so that it is correct on the slices (`optimizer_sharding.split_plan`),
+        and the state's ``PartitionSpec`` s."""
         dp = self.data_parallel
         assert dp is not None  # only called with a sharded data-parallel plan
-        state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
         if tree_utils.contains_state(state, dim_reduce_lib.DimReduceState):
             raise ValueError(
                 "shard_optimizer_state cannot run DimReduce: its step "
