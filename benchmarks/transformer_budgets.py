@@ -57,8 +57,14 @@ lost). One seed at the full budget, plain's runs reused:
 
 Full runs on two quiet cores, each about 50 minutes an arm (training:
 11.75 full budgets an arm; timing: 1.5; evaluation: 17 passes over 1.1 MB),
-cold compiles (the compile column); plain Optax's runs are deterministic,
-so later processes reuse the first one's:
+cold compiles (the compile column). Training is deterministic, so a run
+can be done in parts: ``--reuse`` takes every arm's runs found in earlier
+results (and their per-window losses, for the noise) and trains only the
+missing budgets and seeds; a run cut short resumes from its
+``.partial.json``, written after every run it trains (e.g. the runs below
+extended to 3 seeds, 5 at the full budget, with ``--reuse
+benchmarks/results/transformer_budgets.json``). Plain Optax's runs are
+reused by later processes:
 
     python benchmarks/transformer_budgets.py --no-compilation-cache \
         --arms O1 "text recipe" "seq warm-up"             # ~3.5 h
@@ -233,10 +239,18 @@ def scale(full: lm.Workload, fraction: float) -> lm.Workload:
 
 class Recorder:
     """Trains runs for `budgets.measure`, keeping each run's per-window
-    validation losses (`losses`) for the noise estimates."""
+    validation losses (`losses`) for the noise estimates.
 
-    def __init__(self):
+    With `partial` (a path), every run trained so far is written there
+    (``runs`` as in a result, and the full budget's per-window losses
+    beside it) after each run, so a run cut short can be resumed with
+    ``--reuse``: the protocol takes hours on two cores.
+    """
+
+    def __init__(self, partial: str | None = None):
         self.losses: dict[tuple[str, float, int], np.ndarray] = {}
+        self.partial = partial
+        self.trained: dict[str, list[budgets.BudgetRun]] = {}
 
     def train(self, arm, workload: lm.Workload, fraction: float, seed: int):
         """Trains the whole budget, evaluating once at the end."""
@@ -249,7 +263,7 @@ class Recorder:
         losses = lm.validation_losses(arm.predict, state, workload)
         self.losses[(arm.name, fraction, seed)] = losses
         arm.recorded_wait = arm.compile_wait
-        return budgets.BudgetRun(
+        run = budgets.BudgetRun(
             fraction,
             seed,
             workload.steps,
@@ -257,6 +271,44 @@ class Recorder:
             None,
             arm.compile_wait - before,
         )
+        self.trained.setdefault(arm.name, []).append(run)
+        if self.partial:
+            self.write(self.partial, self.trained)
+        return run
+
+    def write(self, path: str, runs: dict) -> None:
+        """`runs` as a result's ``runs`` at `path`, and the full budget's
+        per-window losses beside it (`write_window_losses`)."""
+        with open(path, "w") as f:
+            json.dump(
+                {
+                    "runs": {
+                        name: [dataclasses.asdict(r) for r in arm_runs]
+                        for name, arm_runs in runs.items()
+                    }
+                },
+                f,
+                indent=1,
+            )
+        self.write_window_losses(path)
+
+    def write_window_losses(self, result: str) -> None:
+        """Every arm's full-budget per-window losses (``arm/seed`` keys)
+        beside `result`, for the noise of a later ``--reuse``."""
+        np.savez(
+            _window_losses_path(result),
+            **{
+                f"{name}/{seed}": losses
+                for (name, fraction, seed), losses in self.losses.items()
+                if fraction == budgets.FULL
+            },
+        )
+
+    def remove_partial(self) -> None:
+        """Deletes the partial files (the finished result holds them)."""
+        for path in (self.partial, _window_losses_path(self.partial)):
+            if os.path.exists(path):
+                os.remove(path)
 
 
 def step_costs(
@@ -299,9 +351,15 @@ def standard_error(values: np.ndarray, block: int = 1) -> float:
     return float(means.std(ddof=1) / math.sqrt(count))
 
 
-def noise(recorder: Recorder, summary: dict, names) -> dict[str, Any]:
+def noise(
+    recorder: Recorder,
+    summary: dict,
+    names,
+    earlier: dict[tuple[str, int], tuple[float, float]] | None = None,
+) -> dict[str, Any]:
     """The noise of the validation loss, next to each arm's full-budget gap
-    (`module docstring`)."""
+    (`module docstring`); a reused run whose per-window losses were not
+    kept takes its gap from `earlier` (`_earlier_gaps`)."""
     full = budgets.FULL
     plain = {
         seed: losses
@@ -309,7 +367,7 @@ def noise(recorder: Recorder, summary: dict, names) -> dict[str, Any]:
         if arm == PLAIN and fraction == full
     }
     finals = [float(v.mean()) for v in plain.values()]
-    first = next(iter(plain.values()))
+    first = plain[min(plain)]
     out: dict[str, Any] = {
         "windows": len(first),
         "window_sem": standard_error(first),
@@ -320,15 +378,22 @@ def noise(recorder: Recorder, summary: dict, names) -> dict[str, Any]:
         "arms": {},
     }
     for name in names:
-        gaps, sems = [], []
-        for seed, reference in plain.items():
+        seeds, gaps, sems = [], [], []
+        for seed, reference in sorted(plain.items()):
             losses = recorder.losses.get((name, full, seed))
-            if losses is None:
+            if losses is not None:
+                difference = losses - reference
+                gap = float(difference.mean())
+                sem = standard_error(difference, NOISE_BLOCK)
+            elif (name, seed) in (earlier or {}):
+                gap, sem = earlier[(name, seed)]
+            else:
                 continue
-            difference = losses - reference
-            gaps.append(float(difference.mean()))
-            sems.append(standard_error(difference, NOISE_BLOCK))
+            seeds.append(seed)
+            gaps.append(gap)
+            sems.append(sem)
         out["arms"][name] = {
+            "seeds": seeds,
             "full_budget_gap": gaps,
             "gap_block_sem": sems,
             "gap_median": statistics.median(gaps),
@@ -394,14 +459,31 @@ def format_noise(noise_: dict, compile_: dict) -> str:
 
 
 def _window_losses_path(result: str) -> str:
-    return os.path.splitext(result)[0] + "_plain_window_losses.npz"
+    return os.path.splitext(result)[0] + "_window_losses.npz"
 
 
-def _load_plain_window_losses(recorder: Recorder, result: str) -> None:
-    """Plain Optax's full-budget per-window losses stored beside `result`."""
+def _load_window_losses(recorder: Recorder, result: str) -> None:
+    """The full budget's per-window losses of every arm stored beside
+    `result` (``arm/seed`` keys)."""
     with np.load(_window_losses_path(result)) as stored:
         for key in stored.files:
-            recorder.losses[(PLAIN, budgets.FULL, int(key))] = stored[key]
+            name, seed = key.rsplit("/", 1)
+            recorder.losses[(name, budgets.FULL, int(seed))] = stored[key]
+
+
+def _earlier_gaps(result: dict) -> dict[tuple[str, int], tuple[float, float]]:
+    """``{(arm, seed): (gap, paired SE)}`` of an earlier result's noise, for
+    reused runs whose per-window losses were not kept (results written
+    before they were list no seeds: theirs are 0, 1, ...)."""
+    out = {}
+    for name, arm in ((result.get("noise") or {}).get("arms") or {}).items():
+        gaps = arm["full_budget_gap"]
+        seeds = arm.get("seeds", range(len(gaps)))
+        for seed, gap, sem in zip(
+            seeds, gaps, arm["gap_block_sem"], strict=True
+        ):
+            out[(name, seed)] = (gap, sem)
+    return out
 
 
 def _retimed_arguments(args) -> dict:
@@ -464,6 +546,16 @@ def main(argv=None) -> dict:
         "(for the noise) from the .npz written beside it",
     )
     parser.add_argument(
+        "--reuse",
+        metavar="JSON",
+        nargs="+",
+        default=[],
+        help="take every arm's runs (deterministic) found in these results "
+        "of this benchmark (or their .partial.json, written after each "
+        "run) and train only the missing budgets and seeds; their time "
+        "comes from this run's step costs",
+    )
+    parser.add_argument(
         "--retime",
         metavar="JSON",
         help="take every arm's runs (deterministic), budgets, seeds and "
@@ -471,10 +563,11 @@ def main(argv=None) -> dict:
         "time the step costs again (e.g. on a quiet machine)",
     )
     args = _common.parse(parser, argv, seeds=1, repetitions=2)
-    if args.retime and args.reuse_plain:
+    if sum(map(bool, (args.retime, args.reuse_plain, args.reuse))) > 1:
         raise ValueError(
-            "--retime reuses every arm's runs, --reuse-plain plain's only: "
-            "give one of them."
+            "--retime reuses every arm's runs and trains nothing, --reuse "
+            "every arm's runs it finds, --reuse-plain plain's only: give "
+            "one of them."
         )
     if args.quick:
         args.full_budget_seeds = 2
@@ -503,15 +596,27 @@ def main(argv=None) -> dict:
         flush=True,
     )
     reuse = None
-    recorder = Recorder()
+    recorder = Recorder(partial=os.path.splitext(args.out)[0] + ".partial.json")
+    earlier_gaps: dict = {}
     if earlier is not None:
         reuse = budgets.runs_from_json(earlier["runs"])
-        _load_plain_window_losses(recorder, args.retime)
+        _load_window_losses(recorder, args.retime)
     if args.reuse_plain:
         with open(args.reuse_plain) as f:
             plain_runs = json.load(f)["runs"][PLAIN]
         reuse = budgets.runs_from_json({PLAIN: plain_runs})
-        _load_plain_window_losses(recorder, args.reuse_plain)
+        _load_window_losses(recorder, args.reuse_plain)
+    if args.reuse:
+        reuse = {}
+        for path in args.reuse:
+            with open(path) as f:
+                stored = json.load(f)
+            for name, arm_runs in budgets.runs_from_json(
+                stored["runs"]
+            ).items():
+                reuse.setdefault(name, []).extend(arm_runs)
+            _load_window_losses(recorder, path)
+            earlier_gaps.update(_earlier_gaps(stored))
     largest = scale(full, fractions[-1]).steps
     start = time.perf_counter()
     runs, summary = budgets.measure(
@@ -529,19 +634,10 @@ def main(argv=None) -> dict:
         ),
     )
     print(budgets.format_summary(summary))
-    # Plain's full-budget losses per window, for a later --reuse-plain.
-    np.savez(
-        _window_losses_path(args.out),
-        **{
-            str(seed): losses
-            for (name, fraction, seed), losses in recorder.losses.items()
-            if name == PLAIN and fraction == budgets.FULL
-        },
-    )
     if earlier is not None:
         noise_ = earlier["noise"]  # losses only: timing does not touch it
     elif any(key[0] == PLAIN for key in recorder.losses):
-        noise_ = noise(recorder, summary, names)
+        noise_ = noise(recorder, summary, names, earlier_gaps)
     else:
         noise_ = None
     compile_ = with_compile(summary, runs)
@@ -570,6 +666,7 @@ def main(argv=None) -> dict:
         "full_budget_steps": full.steps,
         "fractions": list(fractions),
         "plain_runs_reused_from": args.reuse_plain,
+        "runs_reused_from": args.reuse,
         "retimed_from": args.retime,
         "wall_seconds": time.perf_counter() - start,
         "load_average_end": list(os.getloadavg()),
@@ -583,6 +680,8 @@ def main(argv=None) -> dict:
         },
     }
     _common.write_result(args.out, result)
+    recorder.write_window_losses(args.out)
+    recorder.remove_partial()
     return result
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
 from absl.testing import absltest, parameterized
 
 from tests import conftest
@@ -231,13 +232,32 @@ class BenchmarksTest(parameterized.TestCase):
             retimed = _run_quick(
                 script, "--retime", first, out=os.path.join(tmp, "again.json")
             )
+            # --reuse takes every run it finds (here all of them) and the
+            # per-window losses stored beside it: the noise comes out the
+            # same, recomputed; no partial file is left behind.
+            reused = _run_quick(
+                script, "--reuse", first, out=os.path.join(tmp, "reused.json")
+            )
+            with np.load(os.path.join(tmp, "reused_window_losses.npz")) as f:
+                stored = sorted(f.files)
+            left = sorted(os.listdir(tmp))
         self.assertEqual(retimed["retimed_from"], first)
         self.assertEqual(retimed["noise"], result["noise"])
+        self.assertEqual(reused["runs_reused_from"], [first])
+        self.assertEqual(reused["noise"], result["noise"])
+        self.assertEqual(
+            stored,
+            sorted(
+                f"{arm}/{seed}" for arm in result["runs"] for seed in (0, 1)
+            ),
+        )
+        self.assertFalse([name for name in left if "partial" in name])
         for name, runs in result["runs"].items():
-            self.assertEqual(
-                [r["final_accuracy"] for r in retimed["runs"][name]],
-                [r["final_accuracy"] for r in runs],
-            )
+            for again in (retimed, reused):
+                self.assertEqual(
+                    [r["final_accuracy"] for r in again["runs"][name]],
+                    [r["final_accuracy"] for r in runs],
+                )
         self.assertEqual(result["fractions"], [0.5, 1.0, 1.5])
         summary = result["summary"]
         self.assertEqual(

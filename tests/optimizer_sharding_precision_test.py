@@ -503,7 +503,8 @@ class ShardParamsChoiceTest(parameterized.TestCase):
     def test_errors(self):
         for bad in ("yes", 1, 0.0):
             with self.assertRaisesRegex(
-                TypeError, "`shard_params` must be True, False or None"
+                TypeError,
+                r"`shard_params` must be a bool \(True or False\) or None",
             ):
                 boostax.DataParallel(
                     _mesh(), shard_optimizer_state=True, shard_params=bad
@@ -568,7 +569,8 @@ class ShardParamsChoiceTest(parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
             boost(shard_params=True)
         with self.assertRaisesRegex(
-            TypeError, "`shard_params` must be True, False or None"
+            TypeError,
+            r"`shard_params` must be a bool \(True or False\) or None",
         ):
             boost(mesh=_mesh(), shard_optimizer_state=True, shard_params=1)
 

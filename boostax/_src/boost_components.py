@@ -395,7 +395,7 @@ def _shard_params(config: config_lib.BoostConfig, given) -> bool | None:
     configured = config.data_parallel.shard_params
     if given is None:
         return configured
-    data_parallel_lib.check_shard_params(given)
+    validation.check_optional_bool("shard_params", given)
     if configured is not None and configured != given:
         raise ValueError(
             f"`shard_params={given}` contradicts the config's "

@@ -69,17 +69,6 @@ def _is_float(x) -> bool:
     return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
 
 
-def check_shard_params(value) -> bool | None:
-    """Returns `value` if it is a bool or ``None``; else raises
-    ``TypeError``."""
-    if value is not None and not isinstance(value, bool):
-        raise TypeError(
-            "`shard_params` must be True, False or None (decided when the "
-            f"step is built), {validation.got(value)}."
-        )
-    return value
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class DataParallel:
     """How a `TrainStep` runs data-parallel over a device mesh.
@@ -198,7 +187,7 @@ class DataParallel:
         validation.check_bool(
             "shard_optimizer_state", self.shard_optimizer_state
         )
-        check_shard_params(self.shard_params)
+        validation.check_optional_bool("shard_params", self.shard_params)
         if self.shard_params and not self.shard_optimizer_state:
             raise ValueError(
                 "`shard_params=True` stores the params split like the "

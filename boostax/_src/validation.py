@@ -57,7 +57,12 @@ def check_bool(name: str, value: Any) -> bool:
 
 def check_optional_bool(name: str, value: Any) -> bool | None:
     """`check_bool`, with ``None`` allowed (a default decided later)."""
-    return None if value is None else check_bool(name, value)
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(
+            f"`{name}` must be a bool (True or False) or None (decided "
+            f"later), {_got(value)}."
+        )
+    return value
 
 
 def is_int(value: Any) -> bool:
