@@ -180,6 +180,7 @@ class BudgetWorkloadResult:
     summary: dict[str, Any]
     runs: dict[str, list[dict[str, Any]]]
     compilation: dict[str, Any] | None = None
+    runs_reused_from: list[str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = _common.jsonable(self)
@@ -460,6 +461,13 @@ def measure_budget_workload(workload, rows, args) -> BudgetWorkloadResult:
         with open(args.reuse_plain) as f:
             earlier = json.load(f)["workloads"][workload.name]["runs"]
         reuse = budgets.runs_from_json({"plain optax": earlier["plain optax"]})
+    if args.reuse:
+        reuse = {}
+        for path in args.reuse:
+            with open(path) as f:
+                stored = json.load(f)["workloads"][workload.name]["runs"]
+            for name, arm_runs in budgets.runs_from_json(stored).items():
+                reuse.setdefault(name, []).extend(arm_runs)
     runs, summary = budgets.measure(
         makers,
         workload,
@@ -480,6 +488,7 @@ def measure_budget_workload(workload, rows, args) -> BudgetWorkloadResult:
         fractions=list(fractions),
         plot=os.path.relpath(plot_path, os.path.dirname(__file__)),
         plain_runs_reused_from=args.reuse_plain,
+        runs_reused_from=args.reuse or None,
         summary=summary,
         runs={
             name: [dataclasses.asdict(r) for r in arm_runs]
@@ -874,6 +883,15 @@ def _parser() -> argparse.ArgumentParser:
         "training them again; their time comes from this run's step costs",
     )
     parser.add_argument(
+        "--reuse",
+        metavar="JSON",
+        nargs="+",
+        help="with --budgets: take every arm's runs (deterministic) found "
+        "in earlier --budgets results of the same workloads and train only "
+        "the missing budgets and seeds (e.g. the 1.5x budget added to a "
+        "result without it); their time comes from this run's step costs",
+    )
+    parser.add_argument(
         "--skip-compilation",
         action="store_true",
         help="skip the fresh-process compilation measurements",
@@ -906,6 +924,11 @@ def _chosen_rows(rows, names):
 def _resolve(args: argparse.Namespace) -> argparse.Namespace:
     """The defaults that depend on other flags, and --quick's sizes."""
     args.budgets = args.budgets or args.budget_ablation
+    if args.reuse and args.reuse_plain:
+        raise SystemExit(
+            "--reuse takes every arm's runs, --reuse-plain plain's only: "
+            "give one of them."
+        )
     if args.seeds is None:
         args.seeds = BUDGET_SEEDS if args.budgets else SEEDS
     if args.workloads is None:

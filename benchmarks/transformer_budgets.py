@@ -617,6 +617,8 @@ def main(argv=None) -> dict:
                 reuse.setdefault(name, []).extend(arm_runs)
             _load_window_losses(recorder, path)
             earlier_gaps.update(_earlier_gaps(stored))
+        # The partial file keeps the reused runs too: it alone resumes.
+        recorder.trained = {name: list(r) for name, r in reuse.items()}
     largest = scale(full, fractions[-1]).steps
     start = time.perf_counter()
     runs, summary = budgets.measure(

@@ -193,8 +193,27 @@ class BenchmarksTest(parameterized.TestCase):
             self.assertTrue(row["params_close"])
 
     def test_speedup_budgets(self):
-        result = _run_quick(os.path.join(BENCHMARKS, "speedup.py"), "--budgets")
+        script = os.path.join(BENCHMARKS, "speedup.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            first = os.path.join(tmp, "first.json")
+            result = _run_quick(script, "--budgets", out=first)
+            # --reuse trains only what the earlier results lack (here
+            # nothing): every run comes back, timed again.
+            reused = _run_quick(
+                script,
+                "--budgets",
+                "--skip-compilation",
+                "--reuse",
+                first,
+                out=os.path.join(tmp, "reused.json"),
+            )["workloads"]["digits"]
         digits = result["workloads"]["digits"]
+        self.assertEqual(reused["runs_reused_from"], [first])
+        for name, runs in digits["runs"].items():
+            self.assertEqual(
+                [r["final_accuracy"] for r in reused["runs"][name]],
+                [r["final_accuracy"] for r in runs],
+            )
         self.assertEqual(digits["fractions"], [0.5, 1.0, 1.5])
         arms = digits["summary"]["arms"]
         self.assertEqual(list(arms), ["plain optax", "O1", "recipe"])
