@@ -624,9 +624,15 @@ def main_zero1(args) -> dict:
                 )
                 rows.append(measure_zero1(name, optimizer_name, devices, args))
     print_zero1_table(rows)
+    return _write_result("scaling_zero1", rows, start, args)
+
+
+def _write_result(benchmark: str, rows, start: float, args) -> dict:
+    """The rows, the simulated devices and the seconds since `start`,
+    written to ``args.out``."""
     cpus = len(jax.devices("cpu"))
     result = {
-        "benchmark": "scaling_zero1",
+        "benchmark": benchmark,
         "quick": args.quick,
         "devices": f"{cpus} x {jax.devices('cpu')[0].device_kind} (simulated)",
         "configurations": rows,
@@ -734,15 +740,7 @@ def main(argv=None) -> dict:
     print_table(rows)
     print_sharded_table(rows)
     print_o2_sharded_table(rows)
-    result = {
-        "benchmark": "scaling",
-        "quick": args.quick,
-        "devices": f"{cpus} x {jax.devices('cpu')[0].device_kind} (simulated)",
-        "configurations": rows,
-        "seconds": time.perf_counter() - start,
-    }
-    _common.write_result(args.out, result)
-    return result
+    return _write_result("scaling", rows, start, args)
 
 
 if __name__ == "__main__":
