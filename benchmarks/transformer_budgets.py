@@ -462,13 +462,17 @@ def _window_losses_path(result: str) -> str:
     return os.path.splitext(result)[0] + "_window_losses.npz"
 
 
-def _load_window_losses(recorder: Recorder, result: str) -> None:
-    """The full budget's per-window losses of every arm stored beside
-    `result` (``arm/seed`` keys)."""
+def _load_window_losses(
+    recorder: Recorder, result: str, arms: tuple[str, ...] | None = None
+) -> None:
+    """The full budget's per-window losses stored beside `result` (``arm/seed``
+    keys): every arm's, or those of `arms` (the arms whose runs are
+    reused: another arm's losses would enter its noise without its run)."""
     with np.load(_window_losses_path(result)) as stored:
         for key in stored.files:
             name, seed = key.rsplit("/", 1)
-            recorder.losses[(name, budgets.FULL, int(seed))] = stored[key]
+            if arms is None or name in arms:
+                recorder.losses[(name, budgets.FULL, int(seed))] = stored[key]
 
 
 def _earlier_gaps(result: dict) -> dict[tuple[str, int], tuple[float, float]]:
@@ -605,7 +609,7 @@ def main(argv=None) -> dict:
         with open(args.reuse_plain) as f:
             plain_runs = json.load(f)["runs"][PLAIN]
         reuse = budgets.runs_from_json({PLAIN: plain_runs})
-        _load_window_losses(recorder, args.reuse_plain)
+        _load_window_losses(recorder, args.reuse_plain, arms=(PLAIN,))
     if args.reuse:
         reuse = {}
         for path in args.reuse:
@@ -617,6 +621,7 @@ def main(argv=None) -> dict:
                 reuse.setdefault(name, []).extend(arm_runs)
             _load_window_losses(recorder, path)
             earlier_gaps.update(_earlier_gaps(stored))
+    if reuse:
         # The partial file keeps the reused runs too: it alone resumes.
         recorder.trained = {name: list(r) for name, r in reuse.items()}
     largest = scale(full, fractions[-1]).steps
