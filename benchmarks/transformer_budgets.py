@@ -63,8 +63,10 @@ results (and their per-window losses, for the noise) and trains only the
 missing budgets and seeds; a run cut short resumes from its
 ``.partial.json``, written after every run it trains (e.g. the runs below
 extended to 3 seeds, 5 at the full budget, with ``--reuse
-benchmarks/results/transformer_budgets.json``). Plain Optax's runs are
-reused by later processes:
+benchmarks/results/transformer_budgets.json``). ``--train-only`` stops
+there, before the step costs: one arm a process, each adding its runs to
+the partial file, timed together at the end by ``--reuse`` of that file on
+a quiet machine. Plain Optax's runs are reused by later processes:
 
     python benchmarks/transformer_budgets.py --no-compilation-cache \
         --arms O1 "text recipe" "seq warm-up"             # ~3.5 h
@@ -73,6 +75,15 @@ reused by later processes:
         "freeze progressive" "accumulation x4" "dynamic loss scale" \
         --reuse-plain benchmarks/results/transformer_budgets.json \
         --out benchmarks/results/transformer_budgets_algorithms.json  # ~5 h
+    # or in parts, one arm a process (the first with --reuse-plain), then
+    # the step costs of them all:
+    python benchmarks/transformer_budgets.py --no-compilation-cache \
+        --train-only --arms centralization \
+        --reuse benchmarks/results/transformer_budgets_algorithms.partial.json \
+        --out benchmarks/results/transformer_budgets_algorithms.json
+    python benchmarks/transformer_budgets.py --arms O1 centralization \
+        --reuse benchmarks/results/transformer_budgets_algorithms.partial.json \
+        --out benchmarks/results/transformer_budgets_algorithms.json
     python benchmarks/transformer_budgets.py \
         --retime benchmarks/results/transformer_budgets.json  # times only
     python benchmarks/transformer_budgets.py --quick       # smoke test
@@ -490,6 +501,16 @@ def _earlier_gaps(result: dict) -> dict[tuple[str, int], tuple[float, float]]:
     return out
 
 
+class _TrainingDone(Exception):
+    """Raised where the step costs would be measured (``--train-only``)."""
+
+
+def _stop_after_training(*args, **kwargs):
+    """The step costs of ``--train-only``: none, every run is trained and
+    in the partial file."""
+    raise _TrainingDone
+
+
 def _retimed_arguments(args) -> dict:
     """The earlier result `args.retime` names; its budgets, seeds, full
     budget and arms set on `args` (the runs are reused only where every one
@@ -566,7 +587,20 @@ def main(argv=None) -> dict:
         "noise from an earlier result of this benchmark; train nothing and "
         "time the step costs again (e.g. on a quiet machine)",
     )
+    parser.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train the missing runs into the .partial.json beside --out "
+        "and stop there, without step costs or a result: a protocol run in "
+        "parts (one arm a process, machines shared), timed once at the end "
+        "with --reuse of the partial files on a quiet machine",
+    )
     args = _common.parse(parser, argv, seeds=1, repetitions=2)
+    if args.train_only and args.retime:
+        raise ValueError(
+            "--train-only trains and does not time, --retime times and "
+            "does not train: give one of them."
+        )
     if sum(map(bool, (args.retime, args.reuse_plain, args.reuse))) > 1:
         raise ValueError(
             "--retime reuses every arm's runs and trains nothing, --reuse "
@@ -618,7 +652,12 @@ def main(argv=None) -> dict:
             for name, arm_runs in budgets.runs_from_json(
                 stored["runs"]
             ).items():
-                reuse.setdefault(name, []).extend(arm_runs)
+                # A run found in several results (plain Optax's, kept by
+                # each partial file) is the same run: taken once.
+                known = {(r.fraction, r.seed) for r in reuse.get(name, [])}
+                reuse.setdefault(name, []).extend(
+                    r for r in arm_runs if (r.fraction, r.seed) not in known
+                )
             _load_window_losses(recorder, path)
             earlier_gaps.update(_earlier_gaps(stored))
     if reuse:
@@ -626,20 +665,31 @@ def main(argv=None) -> dict:
         recorder.trained = {name: list(r) for name, r in reuse.items()}
     largest = scale(full, fractions[-1]).steps
     start = time.perf_counter()
-    runs, summary = budgets.measure(
-        [maker(PLAIN), *(maker(name) for name in names)],
-        full,
-        budgets=fractions,
-        seeds=args.seeds,
-        full_budget_seeds=args.full_budget_seeds,
-        repetitions=args.repetitions,
-        steps=math.ceil(largest / args.repetitions),
-        progress=lambda line: print(line, flush=True),
-        reuse=reuse,
-        protocol=budgets.Protocol(
-            scale, recorder.train, step_costs, budgets.LOSS
-        ),
-    )
+    try:
+        runs, summary = budgets.measure(
+            [maker(PLAIN), *(maker(name) for name in names)],
+            full,
+            budgets=fractions,
+            seeds=args.seeds,
+            full_budget_seeds=args.full_budget_seeds,
+            repetitions=args.repetitions,
+            steps=math.ceil(largest / args.repetitions),
+            progress=lambda line: print(line, flush=True),
+            reuse=reuse,
+            protocol=budgets.Protocol(
+                scale,
+                recorder.train,
+                _stop_after_training if args.train_only else step_costs,
+                budgets.LOSS,
+            ),
+        )
+    except _TrainingDone:
+        print(
+            f"trained; every run so far is in {recorder.partial} (time "
+            "them with --reuse on a quiet machine)",
+            flush=True,
+        )
+        return {"runs": recorder.trained}
     print(budgets.format_summary(summary))
     if earlier is not None:
         noise_ = earlier["noise"]  # losses only: timing does not touch it

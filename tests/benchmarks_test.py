@@ -259,11 +259,42 @@ class BenchmarksTest(parameterized.TestCase):
             )
             with np.load(os.path.join(tmp, "reused_window_losses.npz")) as f:
                 stored = sorted(f.files)
+            # --train-only, one arm a process: each adds its runs to the
+            # partial file and stops before the step costs; a last --reuse
+            # of that file times them all, as one process would have.
+            parts = os.path.join(tmp, "parts.json")
+            partial = os.path.join(tmp, "parts.partial.json")
+            only_o1 = _run_quick(
+                script,
+                *("--train-only", "--arms", "O1", "--reuse-plain", first),
+                out=parts,
+                read=partial,
+            )
+            self.assertFalse(os.path.exists(parts))
+            _run_quick(
+                script,
+                *("--train-only", "--arms", "seq warm-up", "--reuse", partial),
+                out=parts,
+                read=partial,
+            )
+            in_parts = _run_quick(
+                script,
+                *("--arms", "O1", "seq warm-up", "--reuse", partial),
+                out=parts,
+            )
             left = sorted(os.listdir(tmp))
         self.assertEqual(retimed["retimed_from"], first)
         self.assertEqual(retimed["noise"], result["noise"])
         self.assertEqual(reused["runs_reused_from"], [first])
         self.assertEqual(reused["noise"], result["noise"])
+        self.assertEqual(list(only_o1["runs"]), ["plain optax", "O1"])
+        self.assertEqual(
+            list(in_parts["runs"]), ["plain optax", "O1", "seq warm-up"]
+        )
+        for name in ("O1", "seq warm-up"):
+            self.assertEqual(
+                in_parts["noise"]["arms"][name], result["noise"]["arms"][name]
+            )
         self.assertEqual(
             stored,
             sorted(
@@ -272,7 +303,9 @@ class BenchmarksTest(parameterized.TestCase):
         )
         self.assertFalse([name for name in left if "partial" in name])
         for name, runs in result["runs"].items():
-            for again in (retimed, reused):
+            for again in (retimed, reused, in_parts):
+                if name not in again["runs"]:
+                    continue
                 self.assertEqual(
                     [r["final_accuracy"] for r in again["runs"][name]],
                     [r["final_accuracy"] for r in runs],
@@ -375,9 +408,10 @@ def _check_sharded_rows(test, result):
             )
 
 
-def _run_quick(script, *args, out=None):
+def _run_quick(script, *args, out=None, read=None):
     """Runs `script --quick *args` in a subprocess; returns its JSON
-    (written to `out` if given, else to a temporary file)."""
+    (written to `out` if given, else to a temporary file; the file `read`
+    if given)."""
     if out is None:
         with tempfile.TemporaryDirectory() as tmp:
             return _run_quick(
@@ -397,7 +431,7 @@ def _run_quick(script, *args, out=None):
         env=env,
         timeout=600,
     )
-    with open(out, encoding="utf-8") as f:
+    with open(read or out, encoding="utf-8") as f:
         return json.load(f)
 
 
