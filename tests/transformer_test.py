@@ -197,6 +197,33 @@ class TransformerTest(absltest.TestCase):
         self.assertEqual(lm.steps_to(ours.curve, ours.final_loss), 10)
         self.assertIsNone(lm.steps_to(ours.curve, 0.0))
 
+    def test_a_float32_dynamic_loss_scale_is_plain_optax_bit_for_bit(self):
+        # Scaling the loss by a power of two and the gradients back is
+        # exact in float32 while nothing overflows: the benchmarks'
+        # "dynamic loss scale" arm trains plain Optax's curve.
+        workload = _workload()
+        plain = lm.plain_step(workload.model(0), workload.optimizer())
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=workload.optimizer(),
+            model=workload.model(0),
+            loss=models.cross_entropy,
+            loss_scale=boostax.DynamicLossScale(),
+        )
+        ours = lm.train(
+            ts, ts.init(workload.model(0)), workload, seed=0, steps=6
+        )
+        theirs = lm.train(
+            plain.step,
+            plain.init(workload.model(0)),
+            workload,
+            seed=0,
+            predict=plain.predict,
+            steps=6,
+        )
+        _utils.assert_trees_equal(ours.state.params, theirs.state.params)
+        self.assertEqual(ours.curve, theirs.curve)
+
     def test_a_plain_step_needs_its_predict(self):
         def step(state, batch):
             return state, {}
@@ -273,6 +300,47 @@ class TransformerTest(absltest.TestCase):
         ]
         self.assertTrue(any(changed))
         self.assertFalse(all(changed))
+
+    def test_less_bn_alone_is_centralization_by_layer_here(self):
+        # On a model without BatchNorm, and with no FN head on per-position
+        # logits, LessBN's only effect is its gradient centralization: the
+        # same train step, bit for bit, as the optimizer wrapped in
+        # `with_gradient_centralization` over each layer's fan-in (the
+        # benchmarks' "LessBN (O1)" and "centralization" arms).
+        workload = _workload()
+        model, x = workload.model(0), workload.sample_inputs
+        less_bn_only = {
+            "boost": {"mode": "manual", "less_bn": True, "grad_freeze": False}
+        }
+        centralized = boostax.with_gradient_centralization(
+            workload.optimizer(),
+            axes=boostax.gradient_centralization_axes(model, x),
+        )
+        states = {}
+        for name, level, config, optimizer in (
+            ("LessBN", "O1", less_bn_only, workload.optimizer()),
+            ("centralization", "O0", None, centralized),
+        ):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # no BatchNorm, said once
+                ts = boostax.auto_boost(
+                    level,
+                    config,
+                    optimizer=optimizer,
+                    model=workload.model(0),
+                    loss=models.cross_entropy,
+                    sample_inputs=x,
+                )
+            state = ts.init(workload.model(0))
+            for batch in workload.batches(0, steps=4):
+                state, _ = ts(state, batch)
+            states[name] = state
+        _utils.assert_trees_equal(
+            states["LessBN"].params, states["centralization"].params
+        )
+        _utils.assert_trees_equal(
+            states["LessBN"].opt_state, states["centralization"].opt_state
+        )
 
     def test_freezing_groups_follow_call_order(self):
         workload = _workload()
