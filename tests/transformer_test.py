@@ -171,7 +171,10 @@ class TransformerTest(absltest.TestCase):
             jnp.float32,
         )
 
-    def test_o0_is_plain_optax_bit_for_bit(self):
+    def assert_o0_trains_plain_optax(self, steps: int, **options):
+        """Trains `boostax.auto_boost("O0", **options)` and the hand-written
+        NNX + Optax step for `steps` from seed 0, asserts the same params
+        and validation curve bit for bit, and returns boostax's run."""
         workload = _workload()
         plain = lm.plain_step(workload.model(0), workload.optimizer())
         ts = boostax.auto_boost(
@@ -179,9 +182,10 @@ class TransformerTest(absltest.TestCase):
             optimizer=workload.optimizer(),
             model=workload.model(0),
             loss=models.cross_entropy,
+            **options,
         )
         ours = lm.train(
-            ts, ts.init(workload.model(0)), workload, seed=0, steps=10
+            ts, ts.init(workload.model(0)), workload, seed=0, steps=steps
         )
         theirs = lm.train(
             plain.step,
@@ -189,10 +193,14 @@ class TransformerTest(absltest.TestCase):
             workload,
             seed=0,
             predict=plain.predict,
-            steps=10,
+            steps=steps,
         )
         _utils.assert_trees_equal(ours.state.params, theirs.state.params)
         self.assertEqual(ours.curve, theirs.curve)
+        return ours
+
+    def test_o0_is_plain_optax_bit_for_bit(self):
+        ours = self.assert_o0_trains_plain_optax(steps=10)
         self.assertLess(ours.final_loss, np.log(256))
         self.assertEqual(lm.steps_to(ours.curve, ours.final_loss), 10)
         self.assertIsNone(lm.steps_to(ours.curve, 0.0))
@@ -201,28 +209,9 @@ class TransformerTest(absltest.TestCase):
         # Scaling the loss by a power of two and the gradients back is
         # exact in float32 while nothing overflows: the benchmarks'
         # "dynamic loss scale" arm trains plain Optax's curve.
-        workload = _workload()
-        plain = lm.plain_step(workload.model(0), workload.optimizer())
-        ts = boostax.auto_boost(
-            "O0",
-            optimizer=workload.optimizer(),
-            model=workload.model(0),
-            loss=models.cross_entropy,
-            loss_scale=boostax.DynamicLossScale(),
+        self.assert_o0_trains_plain_optax(
+            steps=6, loss_scale=boostax.DynamicLossScale()
         )
-        ours = lm.train(
-            ts, ts.init(workload.model(0)), workload, seed=0, steps=6
-        )
-        theirs = lm.train(
-            plain.step,
-            plain.init(workload.model(0)),
-            workload,
-            seed=0,
-            predict=plain.predict,
-            steps=6,
-        )
-        _utils.assert_trees_equal(ours.state.params, theirs.state.params)
-        self.assertEqual(ours.curve, theirs.curve)
 
     def test_a_plain_step_needs_its_predict(self):
         def step(state, batch):
