@@ -273,13 +273,13 @@ class BenchmarksTest(parameterized.TestCase):
             self.assertFalse(os.path.exists(parts))
             _run_quick(
                 script,
-                *("--train-only", "--arms", "seq warm-up", "--reuse", partial),
+                *("--train-only", "--arms", "text recipe", "--reuse", partial),
                 out=parts,
                 read=partial,
             )
             in_parts = _run_quick(
                 script,
-                *("--arms", "O1", "seq warm-up", "--reuse", partial),
+                *("--arms", "O1", "text recipe", "--reuse", partial),
                 out=parts,
             )
             left = sorted(os.listdir(tmp))
@@ -289,9 +289,9 @@ class BenchmarksTest(parameterized.TestCase):
         self.assertEqual(reused["noise"], result["noise"])
         self.assertEqual(list(only_o1["runs"]), ["plain optax", "O1"])
         self.assertEqual(
-            list(in_parts["runs"]), ["plain optax", "O1", "seq warm-up"]
+            list(in_parts["runs"]), ["plain optax", "O1", "text recipe"]
         )
-        for name in ("O1", "seq warm-up"):
+        for name in ("O1", "text recipe"):
             self.assertEqual(
                 in_parts["noise"]["arms"][name], result["noise"]["arms"][name]
             )
@@ -317,9 +317,7 @@ class BenchmarksTest(parameterized.TestCase):
             {"name": "validation loss", "higher_is_better": False},
         )
         arms = list(summary["arms"])
-        self.assertEqual(
-            arms, ["plain optax", "O1", "text recipe", "seq warm-up"]
-        )
+        self.assertEqual(arms, ["plain optax", "O1", "text recipe"])
         plain = summary["arms"]["plain optax"]["budgets"]
         self.assertLen(plain["1.0"]["seeds"], 2)
         self.assertLen(plain["1.5"]["seeds"], 1)
