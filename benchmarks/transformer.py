@@ -121,7 +121,17 @@ class ArmSpec:
 # ``"bf16": ArmSpec(options={"precision": ...})``.
 ARMS: dict[str, ArmSpec] = {
     "O0": ArmSpec(),
+    # In mode "auto" the level switches nothing on here (no BatchNorm).
     "O1": ArmSpec("O1"),
+    # MindSpore's O1 as is; the empty section is where the freezing
+    # sequence's length, the budget's, goes.
+    "MindSpore's O1": ArmSpec(
+        "O1",
+        {
+            "boost": {"mode": "manual", "less_bn": True, "grad_freeze": True},
+            "grad_freeze": {},
+        },
+    ),
     "centralization": ArmSpec(centralize=True),
     "LessBN (O1)": ArmSpec("O1", {"boost": {**_ONLY, "less_bn": True}}),
     "freeze MindSpore": ArmSpec("O1", _freeze(1, 0.7)),
@@ -208,7 +218,9 @@ def boost_arm(
     if config.get("seq_len_warmup", {}).get("enabled"):
         config["seq_len_warmup"]["total_steps"] = _updates(workload, spec)
     enabled = boostax.boost_config(spec.level, config).is_enabled
-    if enabled("grad_freeze"):
+    # An arm that freezes names the section: in mode "auto" the level
+    # freezes nothing on this model (it has no BatchNorm).
+    if enabled("grad_freeze") and "grad_freeze" in config:
         section = config.setdefault("grad_freeze", {})
         section["total_steps"] = workload.steps
         section.setdefault("param_groups", workload.param_groups)
@@ -242,7 +254,7 @@ def boost_arm(
         )
     if caught:  # what boostax says of this model (LessBN: no BatchNorm)
         notes["warnings"] = [str(w.message) for w in caught]
-    if enabled("less_bn"):
+    if train_step.config.is_enabled("less_bn"):
         notes["less_bn_report"] = str(
             boostax.less_bn_report(
                 workload.model(0),

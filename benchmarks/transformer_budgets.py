@@ -194,12 +194,11 @@ def _seq_warmup(
 #: ``name: spec`` or ``name: spec(budget steps)``; the algorithms alone are
 #: `benchmarks/transformer.py`'s arms.
 ARMS: dict[str, transformer.ArmSpec | Callable[[int], Any]] = {
-    # MindSpore's O1 (its defaults); the empty section is where the
-    # freezing sequence's length, the budget's, goes.
-    "O1": transformer.ArmSpec("O1", {"grad_freeze": {}}),
     **{
         name: transformer.ARMS[name]
         for name in (
+            "O1",
+            "MindSpore's O1",
             "centralization",
             "LessBN (O1)",
             "freeze MindSpore",

@@ -79,6 +79,108 @@ class AutoBoostO0Test(parameterized.TestCase):
         self.assertTrue(np.isfinite(metrics["loss"]))
 
 
+class LevelOnModelTest(absltest.TestCase):
+    """O1 and O2 in mode "auto" on a model without BatchNorm."""
+
+    def test_o1_without_batch_norm_trains_as_o0_and_says_why(self):
+        # LessBN and freezing are made for convolutional networks with
+        # BatchNorm and cost loss on the transformer: the level leaves both
+        # off, names the settings it leaves unused, and trains plain's step.
+        digits = _utils.digits(flat=True)
+        x, y = digits.x_train[:16], digits.y_train[:16]
+        model = models.MLP(features=(8,))
+        with self.assertWarnsRegex(
+            UserWarning,
+            r"Level 'O1' on this model: LessBN found no BatchNorm .*"
+            r"neither LessBN nor gradient freezing.*as at level 'O0'\. "
+            r"Unused with them: `grad_freeze\.total_steps=10`\. .*"
+            r"'mode': 'manual', 'less_bn': True, 'grad_freeze': True",
+        ):
+            ts = boostax.auto_boost(
+                "O1",
+                {"grad_freeze": {"total_steps": 10}},
+                optimizer=OPTIMIZER,
+                model=model,
+                loss=models.cross_entropy,
+                sample_inputs=x[:1],
+            )
+        self.assertEqual(ts.config.enabled_algorithms, ())
+        self.assertEqual(ts.config.mode, "manual")  # what ran
+        self.assertIsNone(ts.builder.freezing)
+        self.assertIsNone(ts.less_bn_report)
+        plain = boostax.make_train_step(
+            OPTIMIZER, model=model, loss=models.cross_entropy
+        )
+        variables = model.init(jax.random.PRNGKey(0), x)
+        state, _ = ts(ts.init(variables), (x, y))
+        expected, _ = plain(plain.init(variables), (x, y))
+        _utils.assert_trees_equal(state.params, expected.params)
+
+    def test_mindspores_o1_is_kept_where_asked(self):
+        # Mode "manual" (the user's switches, the level's for the rest) and
+        # the MindSpore layer keep MindSpore's O1 on any model.
+        x = _utils.digits(flat=True).x_train[:1]
+        options = dict(
+            optimizer=OPTIMIZER,
+            model=models.MLP(features=(8, 8)),
+            loss=models.cross_entropy,
+            sample_inputs=x,
+        )
+        config = {
+            "boost": {"mode": "manual"},
+            "grad_freeze": {"param_groups": 2, "total_steps": 10},
+        }
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # not the level's warning...
+            warnings.filterwarnings(  # ... only LessBN's, which finds no BN
+                "ignore", ".*returned unchanged", UserWarning
+            )
+            manual = boostax.auto_boost("O1", config, **options)
+            ported = boost.AutoBoost("O1", config).train_step(**options)
+            ported_auto = boost.AutoBoost(
+                "O1", {"grad_freeze": {"param_groups": 2}}
+            ).train_step(**options)
+        for ts in (manual, ported, ported_auto):
+            self.assertEqual(
+                ts.config.enabled_algorithms, ("less_bn", "grad_freeze")
+            )
+            self.assertIsNotNone(ts.builder.freezing)
+            self.assertFalse(ts.less_bn_report.found_batch_norm)
+
+    def test_a_model_with_batch_norm_keeps_the_level(self):
+        x = _utils.digits().x_train[:1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ts = boostax.auto_boost(
+                "O1",
+                {"grad_freeze": {"param_groups": 3}},
+                optimizer=OPTIMIZER,
+                model=models.ResNet(stage_sizes=(1, 1), widths=(16, 32)),
+                loss=models.cross_entropy,
+                sample_inputs=x,
+            )
+        self.assertEqual(ts.config.mode, "auto")
+        self.assertEqual(
+            ts.config.enabled_algorithms, ("less_bn", "grad_freeze")
+        )
+        self.assertTrue(ts.less_bn_report.found_batch_norm)
+
+    def test_o2_keeps_adasum(self):
+        config = boostax.BoostConfig(level="O2")
+        report = boostax.less_bn_report(
+            models.MLP(features=(8,)), _utils.digits(flat=True).x_train[:1]
+        )
+        with self.assertWarnsRegex(
+            UserWarning, "The step trains with adasum only"
+        ):
+            adjusted = boost_components.level_on_model(config, report)
+        self.assertEqual(adjusted.enabled_algorithms, ("adasum",))
+        self.assertEqual(
+            (adjusted.common, adjusted.grad_freeze, adjusted.less_bn),
+            (config.common, config.grad_freeze, config.less_bn),
+        )
+
+
 class RefusalTest(parameterized.TestCase):
     """Nothing is silently off: a missing algorithm or an impossible
     combination raises at build time."""

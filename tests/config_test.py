@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import boostax
 from boostax import mindspore as boost
+from boostax._src import config as config_lib
 
 # MindSpore's `boost_config_dict` with every default,
 # plus `grad_accumulation.grad_accumulation_step` and `boost.loss_scale_group`.
@@ -172,6 +173,39 @@ class ModeTest(parameterized.TestCase):
             level="O2", boost=boostax.BoostSection(mode="manual", adasum=False)
         )
         self.assertEqual(config.enabled_algorithms, ("less_bn", "grad_freeze"))
+
+
+class WithSwitchesTest(absltest.TestCase):
+    def test_manual_with_the_switches_changed_and_no_warning(self):
+        with self.assertWarnsRegex(UserWarning, "is ignored"):
+            config = boostax.BoostConfig.from_dict(
+                {"grad_accumulation": {"grad_accumulation_step": 4}},
+                level="O1",
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said once, when it was made
+            changed = config_lib.with_switches(config, grad_freeze=False)
+            kept = config_lib.with_switches(config)
+        self.assertEqual(changed.mode, "manual")
+        self.assertEqual(changed.enabled_algorithms, ("less_bn",))
+        self.assertEqual(kept.enabled_algorithms, config.enabled_algorithms)
+        self.assertEqual(changed.grad_accumulation, config.grad_accumulation)
+        self.assertEqual(config.mode, "auto")  # `config` is unchanged
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.assertEqual(
+                boostax.BoostConfig.from_dict(changed.to_dict(), level="O1"),
+                changed,
+            )
+
+    def test_bad_switches(self):
+        config = boostax.BoostConfig(level="O1")
+        with self.assertRaisesRegex(ValueError, "`algorithm` must be one of"):
+            config_lib.with_switches(config, less_b=False)
+        with self.assertRaisesRegex(
+            TypeError, "`boost.less_bn` must be a bool"
+        ):
+            config_lib.with_switches(config, less_bn=0)
 
 
 class RoundTripTest(parameterized.TestCase):

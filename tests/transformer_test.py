@@ -170,14 +170,16 @@ class TransformerTest(absltest.TestCase):
             jnp.float32,
         )
 
-    def assert_o0_trains_plain_optax(self, steps: int, **options):
-        """Trains `boostax.auto_boost("O0", **options)` and the hand-written
+    def assert_o0_trains_plain_optax(
+        self, steps: int, level: str = "O0", **options
+    ):
+        """Trains `boostax.auto_boost(level, **options)` and the hand-written
         NNX + Optax step for `steps` from seed 0, asserts the same params
         and validation curve bit for bit, and returns boostax's run."""
         workload = _workload()
         plain = lm.plain_step(workload.model(0), workload.optimizer())
         ts = boostax.auto_boost(
-            "O0",
+            level,
             optimizer=workload.optimizer(),
             model=workload.model(0),
             loss=models.cross_entropy,
@@ -211,6 +213,19 @@ class TransformerTest(absltest.TestCase):
         self.assert_o0_trains_plain_optax(
             steps=6, loss_scale=boostax.DynamicLossScale()
         )
+
+    def test_o1_trains_plain_optax_bit_for_bit(self):
+        # No BatchNorm here: in mode "auto" O1 switches on neither LessBN
+        # (its centralization cost 0.01 nats on the transformer budgets)
+        # nor freezing (0.09), and says so.
+        with self.assertWarnsRegex(
+            UserWarning,
+            "Level 'O1' on this model: LessBN found no BatchNorm.*trains "
+            "as at level 'O0'.*boostax.text_recipe",
+        ):
+            self.assert_o0_trains_plain_optax(
+                steps=4, level="O1", sample_inputs=_workload().sample_inputs
+            )
 
     def test_a_plain_step_needs_its_predict(self):
         def step(state, batch):

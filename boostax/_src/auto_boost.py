@@ -69,11 +69,16 @@ def auto_boost(
     ``"O0"`` trains exactly as the hand-written Optax step would, ``"O1"``
     adds LessBN and gradient freezing, ``"O2"`` adds AdaSum on top (with a
     `mesh`; MindSpore's O2 skips AdaSum while freezing is on, boostax runs
-    both). With ``dim_reduce`` on (manual mode), DimReduce replaces
-    `optimizer`: pass the PCA matrix, a trajectory, or the config's
-    ``pca_mat_path`` / ``weight_load_dir``. The config's ``seq_len_warmup``
-    section (boostax's; ``enabled`` True) adds a sequence-length warm-up
-    (`boostax.seq_len_warmup`) at any level.
+    both). LessBN and freezing are made for convolutional networks with
+    BatchNorm: on a model without any (a transformer, an MLP) mode
+    ``"auto"`` switches neither on, with a warning, because both cost
+    loss there (MindSpore's O1 on it: mode ``"manual"`` with both on; for
+    a language model see `boostax.text_recipe`). With ``dim_reduce`` on
+    (manual mode), DimReduce replaces `optimizer`: pass the PCA matrix, a
+    trajectory, or the config's ``pca_mat_path`` / ``weight_load_dir``.
+    The config's ``seq_len_warmup`` section (boostax's; ``enabled`` True)
+    adds a sequence-length warm-up (`boostax.seq_len_warmup`) at any
+    level.
 
     Args:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
@@ -262,10 +267,24 @@ def auto_boost(
     plain = objective_options.PlainRecipe.of(
         options, decay.chain(optimizer), mesh
     )
+    less_bn_plan = None
+    if boost_config.is_enabled("less_bn"):
+        less_bn_plan = components.plan_less_bn(
+            model, boost_config, sample_inputs
+        )
+        # Mode "auto" on a model without BatchNorm: LessBN and freezing off.
+        boost_config = components.level_on_model(
+            boost_config, less_bn_plan.report
+        )
     if boost_config.is_enabled("less_bn"):
         model, optimizer, convert_variables, less_bn_report = (
             components.apply_less_bn(
-                model, optimizer, boost_config, sample_inputs, decay
+                model,
+                optimizer,
+                boost_config,
+                sample_inputs,
+                decay,
+                plan=less_bn_plan,
             )
         )
         if isinstance(loss_scale, loss_scale_lib.GroupLossScale):

@@ -36,6 +36,7 @@ from boostax._src import freeze_out as freeze_out_lib
 from boostax._src import freeze_sequence as freeze_sequence_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import less_bn as less_bn_lib
+from boostax._src import less_bn_plan as less_bn_plan_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import trajectory as trajectory_lib
 from boostax._src import weight_decay as weight_decay_lib
@@ -223,12 +224,98 @@ def check_unused_arguments(config: config_lib.BoostConfig, **given) -> None:
         )
 
 
+def plan_less_bn(
+    model: Any, config: config_lib.BoostConfig, sample_inputs: Any
+) -> less_bn_lib.LessBNPlan:
+    """LessBN's plan for `model` with the config's ``less_bn`` section."""
+    if model is None:
+        raise ValueError(
+            "`less_bn` rewrites a Flax model's BatchNorms: pass `model=` "
+            "(a plain `loss_fn` has none), or switch less_bn off."
+        )
+    if sample_inputs is None:
+        raise ValueError(
+            "`less_bn` traces the model to find its BatchNorm structures: "
+            "pass `sample_inputs=` (one batch of inputs; only shapes and "
+            "dtypes are used)."
+        )
+    section = config.less_bn
+    return less_bn_lib.plan(
+        model,
+        sample_inputs,
+        fn_flag=section.fn_flag,
+        fn_scale=section.fn_scale,
+        fn_log_scale=section.fn_log_scale,
+        zero_init_residual=section.zero_init_residual,
+    )
+
+
+# What a level switches off on a model without BatchNorm, in mode "auto".
+BATCH_NORM_ALGORITHMS = ("less_bn", "grad_freeze")
+
+
+def level_on_model(
+    config: config_lib.BoostConfig, report: less_bn_plan_lib.LessBNReport
+) -> config_lib.BoostConfig:
+    """The level's algorithms that can pay on the model `report` describes.
+
+    MindSpore's O1 and O2 are made for convolutional networks with
+    BatchNorm: LessBN removes BatchNorms and makes up for them (gradient
+    centralization, the FN head), and gradient freezing was tuned there. On
+    a model without BatchNorm there is nothing to make up for, and both
+    cost loss: on the bundled transformer (docs/results.md, "A
+    transformer") MindSpore's freezing ends 0.09 nats behind plain Optax
+    at plain's budget and centralization 0.01. So in mode ``"auto"`` the
+    level switches neither on there, and says so; mode ``"manual"`` (the
+    user's own switches) is kept as given.
+
+    Args:
+      config: the resolved configuration.
+      report: LessBN's report on the model.
+
+    Returns:
+      `config`, or `config` with `BATCH_NORM_ALGORITHMS` off (mode
+      ``"manual"``), with a warning naming any of their settings now unused.
+    """
+    if config.mode != "auto" or report.found_batch_norm:
+        return config
+    off = [a for a in BATCH_NORM_ALGORITHMS if config.is_enabled(a)]
+    if not off:
+        return config
+    adjusted = config_lib.with_switches(config, **dict.fromkeys(off, False))
+    left = adjusted.enabled_algorithms
+    ignored = [k for a in off for k in config_lib.ignored_settings(config, a)]
+    user_warnings.warn(
+        f"Level {config.level!r} on this model: {less_bn_lib.NO_BATCH_NORM}, "
+        "so the level switches on neither LessBN nor gradient freezing: "
+        "both are made for convolutional networks with BatchNorm, and cost "
+        "loss where measured without one (the transformer of "
+        "docs/results.md). "
+        + (
+            f"The step trains with {', '.join(left)} only. "
+            if left
+            else "The step trains as at level 'O0'. "
+        )
+        + (
+            f"Unused with them: {', '.join(f'`{k}`' for k in ignored)}. "
+            if ignored
+            else ""
+        )
+        + "For a language model, config=boostax.text_recipe(total_steps) "
+        "pays; for MindSpore's level as is, {'boost': {'mode': 'manual', "
+        "'less_bn': True, 'grad_freeze': True}}.",
+        UserWarning,
+    )
+    return adjusted
+
+
 def apply_less_bn(
     model: Any,
     optimizer: optax.GradientTransformation,
     config: config_lib.BoostConfig,
     sample_inputs: Any,
     decay: weight_decay_lib.WeightDecay | None = None,
+    plan: less_bn_lib.LessBNPlan | None = None,
 ):
     """LessBN with the config's FN head and gradient centralization.
 
@@ -243,27 +330,9 @@ def apply_less_bn(
       model's variables, and the `LessBNReport`.
     """
     decay = weight_decay_lib.WeightDecay() if decay is None else decay
-    if model is None:
-        raise ValueError(
-            "`less_bn` rewrites a Flax model's BatchNorms: pass `model=` "
-            "(a plain `loss_fn` has none), or switch less_bn off."
-        )
-    if sample_inputs is None:
-        raise ValueError(
-            "`less_bn` traces the model to find its BatchNorm structures: "
-            "pass `sample_inputs=` (one batch of inputs; only shapes and "
-            "dtypes are used)."
-        )
+    if plan is None:
+        plan = plan_less_bn(model, config, sample_inputs)
     validation.check_optimizer("optimizer", optimizer)
-    section = config.less_bn
-    plan = less_bn_lib.plan(
-        model,
-        sample_inputs,
-        fn_flag=section.fn_flag,
-        fn_scale=section.fn_scale,
-        fn_log_scale=section.fn_log_scale,
-        zero_init_residual=section.zero_init_residual,
-    )
     reduced = less_bn_lib.apply_plan(model, plan)
     if config.less_bn.gc_flag:
         # Each kernel's fan-in axes from its layer (attention projections,

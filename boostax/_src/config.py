@@ -12,6 +12,7 @@ values (no process-wide singleton) and an unknown level is an error.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
@@ -550,6 +551,8 @@ class BoostConfig:
     mode        algorithms switched on
     =========== =========================================================
     auto        the level's: O0 none; O1 less_bn, grad_freeze; O2 O1 + adasum
+                (`auto_boost`: less_bn and grad_freeze only on a model
+                with BatchNorm)
     manual      the switches given in ``boost``; the others keep the level's
     enable_all  all of them
     disable_all none
@@ -687,6 +690,38 @@ class BoostConfig:
                 f"{algorithm!r}.{_closest(algorithm, ALGORITHMS)}"
             )
         return getattr(self.boost, algorithm)
+
+
+def with_switches(config: BoostConfig, **switches: bool) -> BoostConfig:
+    """`config` in mode ``"manual"``, with `switches` changed.
+
+    For a choice made when the step is built (`auto_boost` on a model
+    without BatchNorm; `boostax.mindspore.AutoBoost` keeping the level's
+    switches whatever the model): the result records what runs. The config
+    was checked (and warned about) when it was made; nothing is re-checked.
+
+    Args:
+      config: a validated configuration.
+      **switches: ``algorithm=bool`` for algorithms of `ALGORITHMS`.
+
+    Returns:
+      A `BoostConfig` whose switches are `config`'s, updated by `switches`.
+    """
+    for name, value in switches.items():
+        config.is_enabled(name)  # raises on an unknown name
+        _coerce(f"boost.{name}", "bool", value)
+    boost = dataclasses.replace(config.boost, mode="manual", **switches)
+    # Every switch is already a bool, which mode "manual" keeps: building
+    # anew would only repeat the warnings `config` gave when it was made.
+    result = copy.copy(config)
+    object.__setattr__(result, "boost", boost)
+    return result
+
+
+def ignored_settings(config: BoostConfig, algorithm: str) -> list[str]:
+    """The keys of `algorithm`'s section that differ from their defaults."""
+    section = _SECTION_OF.get(algorithm)
+    return [] if section is None else _changed_keys(getattr(config, section))
 
 
 def boost_config(

@@ -165,10 +165,20 @@ class AutoBoost:
         loss_fn: Callable[..., Any] | None = None,
         **kwargs,
     ) -> train_step_lib.TrainStep:
-        """`boostax.auto_boost` with this object's level and config."""
+        """`boostax.auto_boost` with this object's level and config.
+
+        The level's algorithms are MindSpore's on any network: on one
+        without BatchNorm, where `boostax.auto_boost` in mode ``"auto"``
+        leaves LessBN and freezing off, they stay on here, as in
+        MindSpore.
+        """
+        config = self.config
+        if config.mode == "auto" and config.enabled_algorithms:
+            # Mode "manual" with the switches the level resolved to.
+            config = config_lib.with_switches(config)
         return auto_boost_lib.auto_boost(
             self.level,
-            self.config,
+            config,
             optimizer=optimizer,
             model=model,
             loss=loss,
