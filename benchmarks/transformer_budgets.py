@@ -32,9 +32,11 @@ spread of plain Optax's full-budget loss over its 5 seeds, and per arm the
 standard error of its per-window loss difference from plain Optax of the
 same seed (paired: the gap's own noise on this validation set).
 
-Arms (`ARMS`): plain Optax, O1 (MindSpore's, on a model without BatchNorm),
-each algorithm alone (centralization, LessBN, MindSpore's and progressive
-freezing, accumulation, a dynamic loss scale), sequence-length warm-up
+Arms (`ARMS`): plain Optax, O1 (mode "auto": on this model, which has no
+BatchNorm, it switches neither LessBN nor freezing on, so it trains plain
+Optax's step), MindSpore's O1 (mode "manual", both on), each algorithm
+alone (centralization, LessBN, MindSpore's and progressive freezing,
+accumulation, a dynamic loss scale), sequence-length warm-up
 (Composer's defaults) and `boostax.text_recipe` (since 2026-12-06 that
 warm-up alone: the "seq warm-up" arm, bit for bit). The text recipe
 before, centralization with Composer's warm-up, is "centralization + seq
