@@ -186,7 +186,7 @@ class PlacementTest(parameterized.TestCase):
 
 
 class TrainingTest(absltest.TestCase):
-    def test_o1_trains_the_language_model_as_o0_does(self):
+    def test_mindspores_o1_trains_the_language_model_as_o0_does(self):
         # MindSpore's O1 (mode "manual": LessBN and freezing on; in mode
         # "auto" O1 switches neither on here). Measured on Workload.quick
         # (seeds 0-2): O0 2.80 (2.73-2.83), MindSpore's O1 2.83 (2.77-2.87:
