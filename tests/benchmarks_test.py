@@ -302,6 +302,14 @@ class BenchmarksTest(parameterized.TestCase):
             ),
         )
         self.assertFalse([name for name in left if "partial" in name])
+        # O1 switches nothing on here (no BatchNorm): plain's runs.
+        self.assertEqual(
+            [r["final_accuracy"] for r in result["runs"]["O1"]],
+            [r["final_accuracy"] for r in result["runs"]["plain optax"]],
+        )
+        self.assertEqual(
+            result["noise"]["arms"]["O1"]["full_budget_gap"], [0.0, 0.0]
+        )
         for name, runs in result["runs"].items():
             for again in (retimed, reused, in_parts):
                 if name not in again["runs"]:
