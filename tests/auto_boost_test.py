@@ -116,6 +116,24 @@ class LevelOnModelTest(absltest.TestCase):
         expected, _ = plain(plain.init(variables), (x, y))
         _utils.assert_trees_equal(state.params, expected.params)
 
+    def test_a_freezing_argument_is_refused_there(self):
+        x = _utils.digits(flat=True).x_train[:1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the level's, tested above
+            with self.assertRaisesRegex(
+                ValueError,
+                r"`freeze_warmup_steps` is gradient freezing's, and level "
+                r"'O1' in mode 'auto' leaves freezing off on this model",
+            ):
+                boostax.auto_boost(
+                    "O1",
+                    optimizer=OPTIMIZER,
+                    model=models.MLP(features=(8,)),
+                    loss=models.cross_entropy,
+                    sample_inputs=x,
+                    freeze_warmup_steps=0,
+                )
+
     def test_mindspores_o1_is_kept_where_asked(self):
         # Mode "manual" (the user's switches, the level's for the rest) and
         # the MindSpore layer keep MindSpore's O1 on any model.

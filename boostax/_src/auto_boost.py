@@ -273,9 +273,18 @@ def auto_boost(
             model, boost_config, sample_inputs
         )
         # Mode "auto" on a model without BatchNorm: LessBN and freezing off.
+        level_config = boost_config
         boost_config = components.level_on_model(
             boost_config, less_bn_plan.report
         )
+        if freeze_warmup_steps is not None and boost_config != level_config:
+            raise ValueError(
+                "`freeze_warmup_steps` is gradient freezing's, and level "
+                f"{level_config.level!r} in mode 'auto' leaves freezing off "
+                "on this model, which has no BatchNorm: drop the argument, "
+                "or switch freezing on with {'boost': {'mode': 'manual', "
+                "'grad_freeze': True}}."
+            )
     if boost_config.is_enabled("less_bn"):
         model, optimizer, convert_variables, less_bn_report = (
             components.apply_less_bn(
