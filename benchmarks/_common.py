@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from boostax.examples import compilation_cache, data, models, speedup
 
@@ -213,6 +214,17 @@ def step_runner(step, state, batch, steps: int) -> Callable[[], Any]:
         return state
 
     return run_steps
+
+
+def bitwise_equal(a, b) -> bool:
+    """Whether two param trees hold the same bits (False: other trees)."""
+    a, b = jax.tree.leaves(a), jax.tree.leaves(b)
+    if len(a) != len(b):
+        return False
+    return all(
+        x.shape == y.shape and np.array_equal(np.asarray(x), np.asarray(y))
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 def jsonable(value: Any) -> Any:

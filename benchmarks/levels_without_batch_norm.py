@@ -128,14 +128,7 @@ def main(argv=None) -> dict:
                     o0_params[seed] = state.params
                 if name == "O1":
                     o1_is_o0.append(
-                        all(
-                            np.array_equal(a, b)
-                            for a, b in zip(
-                                jax.tree.leaves(state.params),
-                                jax.tree.leaves(o0_params[seed]),
-                                strict=True,
-                            )
-                        )
+                        _common.bitwise_equal(state.params, o0_params[seed])
                     )
                     o1_warning = next(
                         (w for w in said if w.startswith("Level 'O1'")), None

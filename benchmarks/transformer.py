@@ -490,17 +490,6 @@ def spread(values) -> Spread:
     )
 
 
-def bitwise_equal(a, b) -> bool:
-    """Whether two param trees hold the same bits (False: other trees)."""
-    a, b = jax.tree.leaves(a), jax.tree.leaves(b)
-    if len(a) != len(b):
-        return False
-    return all(
-        x.shape == y.shape and np.array_equal(np.asarray(x), np.asarray(y))
-        for x, y in zip(a, b, strict=True)
-    )
-
-
 def pick_target(plain_runs, fraction: float) -> float:
     """Plain Optax's median validation loss at `fraction` of its budget."""
     losses = []
@@ -546,7 +535,7 @@ def summarize(arm, runs, plain_runs, cost, report, target, plain) -> dict:
             r.curve == p.curve for r, p in zip(runs, plain_runs, strict=True)
         ],
         "params_bitwise_equal_to_plain": [
-            bitwise_equal(r.state.params, p.state.params)
+            _common.bitwise_equal(r.state.params, p.state.params)
             for r, p in zip(runs, plain_runs, strict=True)
         ],
         "train_seconds": [r.seconds for r in runs],
