@@ -491,8 +491,8 @@ def _warn_ignored_settings(config: BoostConfig) -> None:
     default changes nothing, so MindSpore's full example dict stays quiet).
     """
     where = f"at level {config.level!r} in mode {config.mode!r}"
-    for algorithm, section in _SECTION_OF.items():
-        changed = _changed_keys(getattr(config, section))
+    for algorithm in _SECTION_OF:
+        changed = ignored_settings(config, algorithm)
         if changed and not config.is_enabled(algorithm):
             user_warnings.warn(
                 f"{', '.join(f'`{c}`' for c in changed)} is ignored: "
@@ -719,7 +719,8 @@ def with_switches(config: BoostConfig, **switches: bool) -> BoostConfig:
 
 
 def ignored_settings(config: BoostConfig, algorithm: str) -> list[str]:
-    """The keys of `algorithm`'s section that differ from their defaults."""
+    """The keys of `algorithm`'s section that differ from their defaults:
+    what would go unused with `algorithm` off."""
     section = _SECTION_OF.get(algorithm)
     return [] if section is None else _changed_keys(getattr(config, section))
 
