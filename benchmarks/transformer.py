@@ -221,7 +221,7 @@ def boost_arm(
     # An arm that freezes names the section: in mode "auto" the level
     # freezes nothing on this model (it has no BatchNorm).
     if enabled("grad_freeze") and "grad_freeze" in config:
-        section = config.setdefault("grad_freeze", {})
+        section = config["grad_freeze"]
         section["total_steps"] = workload.steps
         section.setdefault("param_groups", workload.param_groups)
     if enabled("adasum"):
@@ -254,16 +254,8 @@ def boost_arm(
         )
     if caught:  # what boostax says of this model (LessBN: no BatchNorm)
         notes["warnings"] = [str(w.message) for w in caught]
-    if train_step.config.is_enabled("less_bn"):
-        notes["less_bn_report"] = str(
-            boostax.less_bn_report(
-                workload.model(0),
-                workload.sample_inputs,
-                fn_flag=boostax.boost_config(
-                    spec.level, config
-                ).less_bn.fn_flag,
-            )
-        )
+    if train_step.less_bn_report is not None:  # the step's own, traced once
+        notes["less_bn_report"] = str(train_step.less_bn_report)
     return Arm(
         name,
         lambda seed: train_step.init(workload.model(seed)),
