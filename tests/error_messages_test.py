@@ -273,5 +273,23 @@ class PCAFileShapeTest(absltest.TestCase):
             boost(pca_matrix=q.T[:, :-1])
 
 
+class StateBytesTest(absltest.TestCase):
+    def test_none_or_variables_are_refused_naming_state(self):
+        # Was AttributeError: 'NoneType' object has no attribute 'params'.
+        message = r"^`state` must be a boostax\.TrainState: .* got "
+        with self.assertRaisesRegex(TypeError, message + "NoneType"):
+            boostax.state_bytes_per_device(None)
+        step, variables = _mlp_step()
+        with self.assertRaisesRegex(
+            TypeError, message + r"dict .* pass them to `init`\.$"
+        ):
+            boostax.state_bytes_per_device(variables)
+        shapes = jax.eval_shape(step.init, variables)
+        params = sum(x.size * 4 for x in jax.tree.leaves(variables))
+        self.assertEqual(
+            boostax.state_bytes_per_device(shapes)["params"], params
+        )
+
+
 if __name__ == "__main__":
     absltest.main()

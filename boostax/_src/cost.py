@@ -277,6 +277,23 @@ def _bytes_per_device(leaf) -> int:
     return int(np.prod(shape, dtype=np.int64)) * leaf.dtype.itemsize
 
 
+def _check_train_state(state) -> None:
+    """Refuses what is not a train state (``None``, a variables dict), which
+    failed with an ``AttributeError`` on ``.params``. Read by its fields: a
+    flax.training TrainState counts as well (its ``tx`` is static)."""
+    if all(hasattr(state, a) for a in ("params", "opt_state", "replace")):
+        return
+    hint = ""
+    if isinstance(state, Mapping) and "params" in state:
+        hint = " These look like the model's variables: pass them to `init`."
+    raise TypeError(
+        "`state` must be a boostax.TrainState: the one a step's `init` "
+        "returns (`ts.init(variables)`) or its shapes "
+        f"(`jax.eval_shape(ts.init, variables)`), {validation.got(state)}."
+        f"{hint}"
+    )
+
+
 def state_bytes_per_device(state) -> dict[str, int]:
     """The bytes of a `TrainState` that each device holds, by part.
 
@@ -291,6 +308,8 @@ def state_bytes_per_device(state) -> dict[str, int]:
       ``{"params", "opt_state", "other" (model state, key, counters and
       the algorithms' states), "total"}``, in bytes.
     """
+
+    _check_train_state(state)
 
     def part(tree) -> int:
         return sum(_bytes_per_device(x) for x in jax.tree.leaves(tree))
