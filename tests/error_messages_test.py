@@ -291,5 +291,43 @@ class StateBytesTest(absltest.TestCase):
         )
 
 
+class MultiStepsTest(absltest.TestCase):
+    def test_multi_steps_is_refused_with_both_ways_out(self):
+        # Was "must be an optax.GradientTransformation, got MultiSteps",
+        # with no word of `gradient_transformation()`.
+        multi = optax.MultiSteps(SGD, every_k_schedule=2)
+        model = models.MLP(features=(8,))
+        objective = boostax.make_objective(model=model, loss=CE)
+        calls = {
+            "auto_boost": lambda: boostax.auto_boost(
+                "O0", optimizer=multi, model=model, loss=CE, sample_inputs=X
+            ),
+            "make_train_step": lambda: boostax.make_train_step(
+                multi, model=model, loss=CE
+            ),
+            "TrainStep": lambda: boostax.TrainStep(objective, multi),
+        }
+        message = (
+            r"^`optimizer` must be an optax\.GradientTransformation, got an "
+            r"optax\.MultiSteps, .* `multi_steps\.gradient_transformation\(\)`"
+            r".*\(the `grad_accumulation` config section, .* "
+            r"`boostax\.gradient_accumulation\(inner, k\)`"
+        )
+        for name, call in calls.items():
+            with self.subTest(name), self.assertRaisesRegex(TypeError, message):
+                call()
+        # Both ways out are accepted.
+        boostax.make_train_step(
+            multi.gradient_transformation(), model=model, loss=CE
+        )
+        config = boostax.BoostConfig.from_dict(
+            {
+                "boost": {"mode": "manual", "grad_accumulation": True},
+                "grad_accumulation": {"grad_accumulation_step": 2},
+            }
+        )
+        self.assertTrue(config.is_enabled("grad_accumulation"))
+
+
 if __name__ == "__main__":
     absltest.main()

@@ -348,7 +348,23 @@ def check_instance(
 
 
 def check_optimizer(name: str, value: Any) -> optax.GradientTransformation:
-    """Returns `value` if it is an Optax optimizer; else ``TypeError``."""
+    """Returns `value` if it is an Optax optimizer; else ``TypeError``.
+
+    An ``optax.MultiSteps`` (a wrapper, not a transformation) is named,
+    with both ways to accumulate: the common mistake of passing it whole.
+    """
+    if isinstance(value, optax.MultiSteps):
+        raise TypeError(
+            f"`{name}` must be an optax.GradientTransformation, got an "
+            "optax.MultiSteps, which is a wrapper: pass "
+            "`multi_steps.gradient_transformation()`, or pass its inner "
+            "optimizer and let boostax accumulate (the `grad_accumulation` "
+            "config section, {'boost': {'mode': 'manual', "
+            "'grad_accumulation': True}, 'grad_accumulation': "
+            "{'grad_accumulation_step': k}}, or "
+            "`boostax.gradient_accumulation(inner, k)`), which runs the "
+            "inner optimizer once per k micro-steps, not on every one."
+        )
     return check_instance(
         name,
         value,
