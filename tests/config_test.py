@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax._src.config`."""
 
+import collections.abc
 import contextlib
 import dataclasses
 import json
@@ -304,6 +305,86 @@ class ImmutabilityTest(absltest.TestCase):
         self.assertEqual(
             config.to_dict()["common"]["gradient_split_groups"], [7]
         )
+
+
+class _ConfigDict:
+    """What ml_collections' ``ConfigDict`` offers a reader: attributes and a
+    recursive ``to_dict()``, but no Mapping interface (ml_collections is
+    not a dependency)."""
+
+    def __init__(self, values):
+        for key, value in values.items():
+            if isinstance(value, dict):
+                value = _ConfigDict(value)
+            setattr(self, key, value)
+
+    def to_dict(self):
+        return {
+            k: v.to_dict() if isinstance(v, _ConfigDict) else v
+            for k, v in vars(self).items()
+        }
+
+
+class _Sections(collections.abc.Mapping):
+    """A read-only Mapping that is not a dict."""
+
+    def __init__(self, values):
+        self._values = values
+
+    def __getitem__(self, key):
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+
+class ConfigDictTest(absltest.TestCase):
+    CONFIG = {
+        "boost": {"mode": "manual", "grad_accumulation": True},
+        "grad_accumulation": {"grad_accumulation_step": 4},
+    }
+
+    def test_config_dict_and_mappings_read_as_the_dict(self):
+        # A ConfigDict (Flax's examples' config) was refused: "must be a
+        # boost config dict ..., got ConfigDict".
+        expected = boostax.boost_config("O1", self.CONFIG)
+        given = {
+            "ConfigDict": _ConfigDict(self.CONFIG),
+            "Mapping": _Sections(self.CONFIG),
+            "Mapping of ConfigDicts": _Sections(
+                {k: _ConfigDict(v) for k, v in self.CONFIG.items()}
+            ),
+        }
+        for name, config in given.items():
+            with self.subTest(name):
+                self.assertEqual(boostax.boost_config("O1", config), expected)
+                self.assertEqual(
+                    boostax.BoostConfig.from_dict(config, level="O1"),
+                    expected,
+                )
+        # Its keys are still checked.
+        with self.assertRaisesRegex(
+            ValueError, "Unknown key 'grad_accumulation_steps'"
+        ):
+            boostax.boost_config(
+                "O0",
+                _ConfigDict(
+                    {"grad_accumulation": {"grad_accumulation_steps": 2}}
+                ),
+            )
+
+    def test_a_boost_config_is_no_dict_of_sections(self):
+        # BoostConfig has a to_dict() too, without its level: from_dict
+        # must not read it at another level.
+        with self.assertRaisesRegex(
+            TypeError, "must be a dict of sections, got BoostConfig"
+        ):
+            boostax.BoostConfig.from_dict(
+                boostax.BoostConfig(level="O1"), level="O0"
+            )
 
 
 class ErrorTest(parameterized.TestCase):

@@ -82,8 +82,9 @@ def auto_boost(
 
     Args:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
-      config: a `BoostConfig`, a MindSpore-style ``boost_config_dict``, the
-        path of a JSON file holding one, or ``None`` for the level's defaults.
+      config: a `BoostConfig`, a MindSpore-style ``boost_config_dict`` (or
+        an ml_collections ``ConfigDict``, any Mapping), the path of a JSON
+        file holding one, or ``None`` for the level's defaults.
       optimizer: the Optax optimizer the algorithms wrap.
       model: a Flax Linen or NNX module, trained on ``(inputs, targets)``
         batches with `loss`.

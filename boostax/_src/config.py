@@ -426,6 +426,19 @@ def _check_names(config: Mapping) -> None:
             )
 
 
+def _has_to_dict(value) -> bool:
+    return callable(getattr(value, "to_dict", None))
+
+
+def _plain_dict(value, default=None) -> Any:
+    """`value` as a plain dict: a Mapping, or what its ``to_dict()`` gives
+    (ml_collections' ``ConfigDict``, which Flax's examples use, is not a
+    Mapping); `default` for anything else."""
+    if _has_to_dict(value) and not isinstance(value, BoostConfig):
+        value = value.to_dict()
+    return dict(value) if isinstance(value, Mapping) else default
+
+
 def _field_names(cls) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
@@ -617,8 +630,10 @@ class BoostConfig:
         """Builds a configuration from a MindSpore-style dict.
 
         Args:
-          config: ``{section: {key: value}}``; ``None`` or ``{}`` gives the
-            level's defaults. Keys left out keep their defaults.
+          config: ``{section: {key: value}}``, as dicts, other Mappings or
+            objects with a ``to_dict()`` (an ml_collections ``ConfigDict``);
+            ``None`` or ``{}`` gives the level's defaults. Keys left out
+            keep their defaults.
           level: ``"O0"``, ``"O1"`` or ``"O2"``.
 
         Returns:
@@ -627,11 +642,14 @@ class BoostConfig:
         check_level(level)
         if config is None:
             config = {}
-        if not isinstance(config, Mapping):
+        given, config = config, _plain_dict(config)
+        if config is None:
             raise TypeError(
                 "The boost config must be a dict of sections, "
-                f"{validation.got(config)}."
+                f"{validation.got(given)}."
             )
+        # Sections as dicts too; what is none `_check_names` refuses.
+        config = {k: _plain_dict(v, default=v) for k, v in config.items()}
         _check_names(config)
         sections: dict[str, Any] = {
             name: SECTIONS[name](**values) for name, values in config.items()
@@ -736,8 +754,9 @@ def boost_config(
     Args:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
       config: ``None`` or ``""`` (the level's defaults), a MindSpore-style
-        dict, the path of a JSON file holding one, or a `BoostConfig` (whose
-        level must equal `level`).
+        dict (or Mapping, or ml_collections ``ConfigDict``), the path of
+        a JSON file holding one, or a `BoostConfig` (whose level must equal
+        `level`).
       argument: the caller's name for `config`, for error messages.
 
     Returns:
@@ -777,7 +796,7 @@ def boost_config(
         return BoostConfig(level=level)
     if isinstance(config, (str, os.PathLike)):
         return BoostConfig.from_json(config, level=level)
-    if not isinstance(config, Mapping):
+    if not (isinstance(config, Mapping) or _has_to_dict(config)):
         raise TypeError(
             f"`{argument}` must be {accepted}; {validation.got(config)}."
         )
