@@ -97,6 +97,31 @@ class NoStateTest(absltest.TestCase):
             step(None, (X, Y))
 
 
+class DonatedStateTest(absltest.TestCase):
+    def test_predict_and_variables_on_a_donated_state_say_so(self):
+        # predict raised JAX's "RuntimeError: Array has been deleted with
+        # shape=float32[8]"; variables returned deleted arrays, which failed
+        # wherever they were read.
+        step, variables = _mlp_step(donate_state=True)
+        donated = step.init(variables)
+        state, _ = step(donated, (X, Y))
+        message = (
+            r"^The state's arrays are deleted \(\.step, \.params.*: it was "
+            r"donated to an earlier call of a step with `donate_state=True`"
+            r".* Pass the state that call returned"
+        )
+        for name, call in {
+            "predict": lambda: step.predict(donated, X),
+            "variables": lambda: step.variables(donated),
+        }.items():
+            with self.subTest(name), self.assertRaisesRegex(ValueError, message):
+                call()
+        self.assertEqual(step.predict(state, X).shape, (4, 10))
+        self.assertFalse(
+            any(x.is_deleted() for x in jax.tree.leaves(step.variables(state)))
+        )
+
+
 class BatchAndCountersTest(absltest.TestCase):
     def test_a_batch_without_a_batch_dimension_is_refused(self):
         # A scalar input failed in the model ("axis 1 is out of bounds"), an

@@ -341,23 +341,31 @@ def check_precision(precision, data_parallel) -> None:
         )
 
 
-def check_not_deleted(state) -> None:
-    """Raises if `state` was donated to an earlier call (its arrays are
-    deleted): JAX's own error would not say why."""
+def donated_error(state) -> ValueError | None:
+    """The error for a `state` donated to an earlier call (its arrays are
+    deleted; JAX's own error would not say why), or ``None``."""
     deleted = [
         jax.tree_util.keystr(path)
         for path, leaf in jax.tree_util.tree_leaves_with_path(state)
         if isinstance(leaf, jax.Array) and leaf.is_deleted()
     ]
-    if deleted:
-        raise ValueError(
-            f"The state's arrays are deleted ({', '.join(deleted[:3])}"
-            f"{', ...' if len(deleted) > 3 else ''}): it was donated to an "
-            "earlier call of a step with `donate_state=True`, which reuses "
-            "the memory of the state it is given. Pass the state that call "
-            "returned, or build the step with `donate_state=False` to keep "
-            "every state valid."
-        )
+    if not deleted:
+        return None
+    return ValueError(
+        f"The state's arrays are deleted ({', '.join(deleted[:3])}"
+        f"{', ...' if len(deleted) > 3 else ''}): it was donated to an "
+        "earlier call of a step with `donate_state=True`, which reuses "
+        "the memory of the state it is given. Pass the state that call "
+        "returned, or build the step with `donate_state=False` to keep "
+        "every state valid."
+    )
+
+
+def check_not_deleted(state) -> None:
+    """Raises `donated_error` if `state` was donated to an earlier call."""
+    error = donated_error(state)
+    if error is not None:
+        raise error
 
 
 def require_state(state: Any) -> None:

@@ -709,11 +709,21 @@ class TrainStep:
     def predict(self, state: TrainState, inputs):
         """The model's outputs on `inputs` in evaluation mode."""
         step_checks.require_state(state)
-        return self._predict(state.params, state.model_state, inputs)
+        try:
+            return self._predict(state.params, state.model_state, inputs)
+        except RuntimeError:
+            # JAX's "Array has been deleted" does not say why; the state is
+            # checked only then, which costs an evaluation loop nothing.
+            error = step_checks.donated_error(state)
+            if error is None:
+                raise
+        raise error
 
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""
         step_checks.require_state(state)
+        # A donated state's arrays would fail only where they are read.
+        step_checks.check_not_deleted(state)
         return self.objective.merge(state.params, state.model_state)
 
 
