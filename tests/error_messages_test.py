@@ -110,12 +110,14 @@ class DonatedStateTest(absltest.TestCase):
             r"donated to an earlier call of a step with `donate_state=True`"
             r".* Pass the state that call returned"
         )
-        for name, call in {
+        calls = {
             "predict": lambda: step.predict(donated, X),
             "variables": lambda: step.variables(donated),
-        }.items():
-            with self.subTest(name), self.assertRaisesRegex(ValueError, message):
-                call()
+        }
+        for name, call in calls.items():
+            with self.subTest(name):
+                with self.assertRaisesRegex(ValueError, message):
+                    call()
         self.assertEqual(step.predict(state, X).shape, (4, 10))
         self.assertFalse(
             any(x.is_deleted() for x in jax.tree.leaves(step.variables(state)))

@@ -8,6 +8,7 @@ optimizer state on each device.
 """
 
 import tempfile
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -464,6 +465,46 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         )
         with self.assertRaisesRegex(ValueError, "cannot run DimReduce"):
             ts.init(_params())
+
+    def test_a_device_count_that_divides_no_leaf_is_said(self):
+        # 6 and 7 devices divide no axis of these params (3 divides "odd"):
+        # nothing was sharded, and nothing said so.
+        for n in (6, 7):
+            mesh = jax.make_mesh((n,), ("data",), devices=jax.devices()[:n])
+            ts = boostax.make_train_step(
+                optax.adam(1e-2),
+                loss_fn=loss_fn,
+                data_parallel=boostax.DataParallel(
+                    mesh, shard_optimizer_state=True
+                ),
+            )
+            with self.subTest(n), self.assertWarnsRegex(
+                UserWarning,
+                rf"^shard_optimizer_state=True shards nothing over the {n} "
+                rf"devices .* no parameter leaf has an axis whose size {n} "
+                r"divides, .* or shard_optimizer_state=False\.$",
+            ):
+                ts.init(_params())
+            split = ts.builder.current_plan.split
+            self.assertEqual(
+                jax.tree.leaves(split, is_leaf=lambda x: x is None),
+                [None] * 4,
+            )
+        # Where an axis divides but the optimizer reads along it (a
+        # centralized kernel's fan-in), the warning says that instead.
+        with self.assertWarnsRegex(
+            UserWarning, "the optimizer reads each leaf along every axis"
+        ):
+            optimizer_sharding.split_plan(
+                boostax.with_gradient_centralization(
+                    optax.sgd(0.1), fan_in_multiple=1
+                ),
+                {"w": jnp.zeros((8, 3))},
+                8,
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            optimizer_sharding.split_plan(optax.adam(1e-2), _params(), 8)
 
     def test_elementwise_clipping_is_accepted(self):
         optimizer_sharding.check_elementwise(

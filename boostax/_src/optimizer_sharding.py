@@ -58,7 +58,7 @@ import optax
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from boostax._src import jaxpr_walk
+from boostax._src import jaxpr_walk, user_warnings
 
 # Primitives whose every output element reads the same element of each
 # operand of the output's shape (rank-0 operands are broadcast scalars).
@@ -660,7 +660,25 @@ def split_plan(
     plan = plan_of(axes)
     for update in updates:
         _check_slices(update, plan)
+    if flat and all(axis is None for axis in axes):
+        _warn_nothing_split(flat, num_shards)
     return plan
+
+
+def _warn_nothing_split(leaves, num_shards: int) -> None:
+    """Says that the plan splits no leaf: each device would hold the whole
+    optimizer state, the memory the setting was asked to save, unsaid."""
+    if any(split_axis(jnp.shape(x), num_shards) is not None for x in leaves):
+        why = "the optimizer reads each leaf along every axis that it divides"
+    else:
+        why = f"no parameter leaf has an axis whose size {num_shards} divides"
+    user_warnings.warn(
+        "shard_optimizer_state=True shards nothing over the "
+        f"{num_shards} devices of the data axes: {why}, so every device "
+        "holds the whole optimizer state, as with shard_optimizer_state="
+        "False. Use a device count that divides the parameters' axes "
+        "(their widths), or shard_optimizer_state=False."
+    )
 
 
 def _check_slices(update: _Update, plan) -> None:
