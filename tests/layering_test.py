@@ -72,6 +72,7 @@ CONCEPTS = {
     "step_context": "the traced step's context: precision policy, data axes",
     "objective_options": "a step's model/loss options, gathered once",
     "optimizer_sharding": "optimizer state split over the data axes (ZeRO-1)",
+    "split_walk": "the split axis followed through a traced optimizer update",
     "param_reads": "the dtype a loss function reads each parameter in",
     "step_checks": "checks at a step's boundary: is this state its own?",
     "step_factory": "make_train_step: a TrainStep from a model and optimizer",

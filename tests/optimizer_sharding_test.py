@@ -506,6 +506,55 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
             warnings.simplefilter("error")
             optimizer_sharding.split_plan(optax.adam(1e-2), _params(), 8)
 
+    def test_weakly_typed_params_shard_like_strong_ones(self):
+        # jnp.full(shape, 0.01) and jnp.array(1.0) are weakly typed: the
+        # whole-leaf trace converted their weak optimizer states (a
+        # convert_element_type the sliced trace lacked), and Adam, AdamW
+        # and momentum were refused as "computing otherwise on a slice".
+        weak = jax.tree.map(lambda x: jnp.full(x.shape, 0.01), _params())
+        weak["scale"] = jnp.array(1.0)
+        self.assertTrue(all(x.weak_type for x in jax.tree.leaves(weak)))
+        strong = jax.tree.map(lambda x: x.astype(jnp.float32), weak)
+        for name, tx in (
+            ("adam", optax.adam(1e-2)),
+            ("adamw", optax.adamw(1e-2)),
+            ("sgd_momentum", optax.sgd(0.1, momentum=0.9)),
+        ):
+            with self.subTest(name):
+                self.assertEqual(
+                    optimizer_sharding.split_plan(tx, weak, 8),
+                    optimizer_sharding.split_plan(tx, strong, 8),
+                )
+        # The sharded step trains them as the replicated one does.
+        states = []
+        for shard in (False, True):
+            ts = boostax.make_train_step(
+                optax.adamw(1e-2),
+                loss_fn=lambda p, b: loss_fn(p, b) * p["scale"],
+                data_parallel=boostax.DataParallel(
+                    _mesh(), shard_optimizer_state=shard
+                ),
+            )
+            state = ts.init(weak)
+            for seed in range(2):
+                state, _ = ts(state, _batch(seed))
+            states.append(jax.device_get(state.params))
+        self.assertEqual(ts.builder.current_plan.split["hidden"]["w"], 1)
+        _utils.assert_trees_all_close(*states, rtol=1e-6, atol=1e-7)
+
+    def test_a_rule_read_from_the_slice_shape_names_the_leaf(self):
+        # The refusal named no leaf.
+        tx = boostax.with_gradient_centralization(optax.sgd(0.1))
+        params = {
+            "conv": {"k": jax.ShapeDtypeStruct((3, 3, 32, 32), jnp.float32)},
+            "bias": jnp.zeros(32),
+        }
+        with self.assertRaisesRegex(
+            ValueError,
+            r"computes otherwise on a slice of \['conv'\]\['k'\] than on ",
+        ):
+            optimizer_sharding.check_elementwise(tx, params, 8)
+
     def test_elementwise_clipping_is_accepted(self):
         optimizer_sharding.check_elementwise(
             optax.chain(optax.clip(1.0), optax.adam(1e-3)), _params(), 8

@@ -36,11 +36,11 @@ shapes of the optimizer state that a checkpoint holds.
 
 The optimizer is correct on slices only if each element's update reads
 no other element along the split axis. `split_plan` follows, for every
-value of the traced update, which axis of it is the split one (through
-elementwise ops, broadcasts, reshapes, transposes, reductions and
-contractions over other axes, nested jaxprs): a partial reduction,
-contraction, scan or sort over it moves that leaf to its next axis; a
-reduction of a whole leaf (global-norm clipping, LARS/LAMB trust ratios,
+value of the traced update, which axis of it is the split one
+(`split_walk`: through elementwise ops, broadcasts, reshapes,
+transposes, reductions and contractions over other axes, nested
+jaxprs): a partial reduction, contraction, scan or sort over it moves
+that leaf to its next axis; a reduction of a whole leaf (global-norm clipping, LARS/LAMB trust ratios,
 a line search's inner products) or a primitive it cannot follow is
 refused, as is an update that computes otherwise on a slice than on the
 whole leaf (a rule that reads the leaf's shape).
@@ -48,51 +48,15 @@ whole leaf (a rule that reads the leaf's shape).
 
 from __future__ import annotations
 
-import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
-import jax.extend.core as jax_core
 import jax.numpy as jnp
 import optax
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from boostax._src import jaxpr_walk, user_warnings
-
-# Primitives whose every output element reads the same element of each
-# operand of the output's shape (rank-0 operands are broadcast scalars).
-ELEMENTWISE_PRIMITIVES = frozenset(
-    {
-        "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan",
-        "atan2", "atanh", "bessel_i0e", "bessel_i1e", "cbrt", "ceil",
-        "clamp", "clz", "complex", "conj", "convert_element_type", "copy",
-        "copy_p", "cos", "cosh", "digamma", "div", "eq", "erf", "erf_inv",
-        "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt", "igamma",
-        "igammac", "imag", "integer_pow", "is_finite", "le", "lgamma",
-        "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg",
-        "nextafter", "not", "or", "polygamma", "population_count", "pow",
-        "real", "reduce_precision", "rem", "round", "rsqrt", "select_n",
-        "shift_left", "shift_right_arithmetic", "shift_right_logical",
-        "sign", "sin", "sinh", "sqrt", "square", "stop_gradient", "sub",
-        "tan", "tanh", "xor", "zeta",
-    }
-)  # fmt: skip
-
-REDUCTIONS = frozenset(
-    {
-        "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
-        "reduce_and", "reduce_or", "reduce_xor", "reduce", "argmax",
-        "argmin",
-    }
-)  # fmt: skip
-
-# Primitives that combine the elements along one axis (``axis`` or
-# ``dimension``), leaving the others apart.
-ALONG_AXIS = frozenset(
-    {"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort"}
-)
-
+from boostax._src import jaxpr_walk, split_walk, user_warnings
 
 def _is_masked(x) -> bool:
     return isinstance(x, optax.MaskedNode)
@@ -284,203 +248,6 @@ def gather(
 # -- the split plan: which axis the optimizer leaves apart ------------------
 
 
-class _Split(NamedTuple):
-    """A traced value computed from split leaves: `axis` is the split one;
-    `leaves` the inputs it comes from (parameter leaf i as i, state leaf k
-    as ``-1 - k``)."""
-
-    axis: int
-    leaves: frozenset
-
-
-class _Refused(Exception):
-    """The update does something to a split value that no plan allows:
-    ``_Refused(what it does, the leaves of the value)``."""
-
-
-def _merge(a: _Split | None, b: _Split | None, what: str) -> _Split | None:
-    if a is None or b is None:
-        return a or b
-    if a.axis != b.axis:
-        raise _Refused(
-            f"{what} values split along different axes", a.leaves | b.leaves
-        )
-    return _Split(a.axis, a.leaves | b.leaves)
-
-
-def _ndim(var) -> int:
-    return len(getattr(var.aval, "shape", ()))
-
-
-def _shape(var) -> tuple[int, ...]:
-    return tuple(getattr(var.aval, "shape", ()))
-
-
-def _reshaped_axis(before, after, axis: int) -> int | None:
-    """Where `axis` of `before` lands after a reshape to `after`, if the
-    reshape keeps it an axis of its own (same size, same elements
-    before it); else ``None``."""
-    prefix = math.prod(before[:axis])
-    for k, size in enumerate(after):
-        if size == before[axis] and math.prod(after[:k]) == prefix:
-            return k
-    return None
-
-
-class _Walk:
-    """Follows the split axis through a jaxpr (`split_plan`).
-
-    `moves` collects the leaves read along their split axis by a partial
-    reduction, contraction, scan or sort: another axis may do for them.
-    What no axis allows raises `_Refused`.
-    """
-
-    def __init__(self):
-        self.moves: set[int] = set()
-
-    def _mixes(self, value: _Split) -> None:
-        self.moves |= value.leaves
-
-    def run(self, jaxpr, labels: list) -> list:
-        env = {v: label for v, label in zip(jaxpr.invars, labels, strict=True)}
-
-        def read(v):
-            return env.get(v) if isinstance(v, jax_core.Var) else None
-
-        for eqn in jaxpr.eqns:
-            ins = [read(v) for v in eqn.invars]
-            if any(s is not None for s in ins):
-                outs = self._equation(eqn, ins)
-            else:
-                outs = [None] * len(eqn.outvars)
-            env.update(zip(eqn.outvars, outs, strict=True))
-        return [read(v) for v in jaxpr.outvars]
-
-    def _equation(self, eqn, ins: list) -> list:
-        name, params = eqn.primitive.name, eqn.params
-        n_out = len(eqn.outvars)
-        k, first = next((k, s) for k, s in enumerate(ins) if s is not None)
-        if name == "optimization_barrier":  # the identity, per operand
-            return ins
-        if name in ELEMENTWISE_PRIMITIVES | REDUCTIONS | ALONG_AXIS:
-            # Several operands (select_n, a variadic reduce or sort) must
-            # be split alike.
-            for s in ins:
-                first = _merge(first, s, f"`{name}` combines")
-        if name in ELEMENTWISE_PRIMITIVES:
-            return [first] * n_out
-        if name in REDUCTIONS:
-            reduced = params.get("axes", params.get("dimensions", ()))
-            return [self._reduce(eqn, first, k, tuple(reduced))] * n_out
-        if name in ALONG_AXIS:
-            if params.get("axis", params.get("dimension")) == first.axis:
-                self._mixes(first)
-                return [None] * n_out
-            return [first] * n_out
-        if name == "broadcast_in_dim" and k == 0:
-            return [
-                first._replace(axis=params["broadcast_dimensions"][first.axis])
-            ]
-        if name == "transpose":
-            perm = tuple(params["permutation"])
-            return [first._replace(axis=perm.index(first.axis))]
-        if name in ("squeeze", "reshape") and k == 0:
-            axis = _reshaped_axis(
-                _shape(eqn.invars[0]), _shape(eqn.outvars[0]), first.axis
-            )
-            if axis is None:  # merged with other axes, or cut up
-                self._mixes(first)
-                return [None]
-            return [first._replace(axis=axis)]
-        if name == "dot_general":
-            return [self._dot(eqn, ins)]
-        if name == "cond":
-            return self._cond(eqn, ins)
-        if name == "while":
-            return self._while(eqn, ins)
-        subs = jaxpr_walk.sub_jaxprs(eqn)
-        if len(subs) == 1 and len(subs[0].invars) == len(ins):
-            # jit, remat, custom derivatives: the operands map one to one.
-            return self.run(subs[0], ins)
-        raise _Refused(
-            f"applies `{name}`, which the check cannot follow,", first.leaves
-        )
-
-    def _reduce(self, eqn, value: _Split, k: int, reduced) -> _Split | None:
-        if value.axis not in reduced:
-            return value._replace(
-                axis=value.axis - sum(a < value.axis for a in reduced)
-            )
-        if len(reduced) == _ndim(eqn.invars[k]):
-            raise _Refused(
-                f"applies `{eqn.primitive.name}` over every axis of a "
-                "split value (it reads the whole leaf)",
-                value.leaves,
-            )
-        self._mixes(value)
-        return None
-
-    def _dot(self, eqn, ins) -> _Split | None:
-        (contract, batch) = eqn.params["dimension_numbers"]
-        out = None
-        offset = len(batch[0])
-        for side in (0, 1):
-            var, value = eqn.invars[side], ins[side]
-            free = [
-                a
-                for a in range(_ndim(var))
-                if a not in contract[side] and a not in batch[side]
-            ]
-            if value is not None:
-                if len(contract[side]) == _ndim(var):
-                    raise _Refused(
-                        "contracts every axis of a split value (`dot_general`"
-                        ": it reads the whole leaf)",
-                        value.leaves,
-                    )
-                if value.axis not in free or out is not None:
-                    self._mixes(value)
-                    if out is not None:
-                        self._mixes(out)
-                    return None
-                out = value._replace(axis=offset + free.index(value.axis))
-            offset += len(free)
-        return out
-
-    def _cond(self, eqn, ins) -> list:
-        if ins[0] is not None:
-            raise _Refused("branches on a split value", ins[0].leaves)
-        outs: list = [None] * len(eqn.outvars)
-        for branch in eqn.params["branches"]:
-            found = self.run(branch.jaxpr, ins[1:])
-            outs = [
-                _merge(a, b, "`cond` returns")
-                for a, b in zip(outs, found, strict=True)
-            ]
-        return outs
-
-    def _while(self, eqn, ins) -> list:
-        n_cond, n_body = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
-        cond_consts = ins[:n_cond]
-        body_consts = ins[n_cond : n_cond + n_body]
-        carry = ins[n_cond + n_body :]
-        for _ in range(len(carry) + 1):  # until the carry's labels settle
-            found = self.run(
-                eqn.params["body_jaxpr"].jaxpr, body_consts + carry
-            )
-            merged = [
-                _merge(a, b, "`while` carries")
-                for a, b in zip(carry, found, strict=True)
-            ]
-            if merged == carry:
-                break
-            carry = merged
-        found = self.run(eqn.params["cond_jaxpr"].jaxpr, cond_consts + carry)
-        if found[0] is not None:
-            raise _Refused("loops on a split value", found[0].leaves)
-        return carry
-
-
 def _primitives(jaxpr) -> list[str]:
     """The names of `jaxpr`'s primitives, nested jaxprs' included."""
     return [eqn.primitive.name for eqn in jaxpr_walk.equations(jaxpr)]
@@ -500,7 +267,10 @@ class _Update:
 
     def __init__(self, optimizer, params, num_shards: int, scalars):
         self.optimizer = optimizer
-        self.params = params
+        # Strongly typed shapes: a weakly typed leaf (``jnp.array(1.0)``)
+        # gives weak state leaves, which the update on whole leaves converts
+        # and the one on (strong) slices does not.
+        self.params = params = abstract_slices(params, 1)
         self.num_shards = num_shards
         self.extra = isinstance(
             optimizer, optax.GradientTransformationExtraArgs
@@ -510,7 +280,7 @@ class _Update:
             scalars["value"] = jax.ShapeDtypeStruct((), jnp.float32)
         self.scalars = scalars
         self.whole_state = jax.eval_shape(optimizer.init, params)
-        self.whole = self.trace(abstract_slices(params, 1), self.whole_state)
+        self.whole = self.trace(params, self.whole_state)
 
     def trace(self, params, state):
         def update(grads, opt_state, p, values):
@@ -528,14 +298,15 @@ class _Update:
         return jax.make_jaxpr(update)(params, state, params, self.scalars)
 
     def labels(self, axes: list, local_state) -> list:
-        """The `_Split` of each input of the traced update under the plan
-        `axes` (one per parameter leaf), `local_state` its sliced state."""
+        """The `split_walk.Split` of each input of the traced update under
+        the plan `axes` (one per parameter leaf), `local_state` its sliced
+        state."""
         params = [
-            None if a is None else _Split(a, frozenset({i}))
+            None if a is None else split_walk.Split(a, frozenset({i}))
             for i, a in enumerate(axes)
         ]
         state = [
-            None if a is None else _Split(a, frozenset({-1 - k}))
+            None if a is None else split_walk.Split(a, frozenset({-1 - k}))
             for k, a in enumerate(
                 map(
                     _state_axis,
@@ -578,8 +349,9 @@ def _leaf_name(params, i: int) -> str:
     return jax.tree_util.keystr(path) or "the parameters"
 
 
-def _refused(error: _Refused, params) -> ValueError:
-    """`_refuse` of a `_Refused`, naming the parameter leaves involved."""
+def _refused(error: split_walk.Refused, params) -> ValueError:
+    """`_refuse` of a `split_walk.Refused`, naming the parameter leaves
+    involved."""
     reason, leaves = error.args
     names = sorted(_leaf_name(params, i) for i in leaves if i >= 0)
     if names:
@@ -609,10 +381,10 @@ def split_plan(
     `num_shards` divides that none of them mixes over, else ``None``.
 
     Traces each optimizer's update on the whole leaves and follows the
-    split axis of every value (`_Walk`): a leaf read along its split axis
-    by a partial reduction, contraction, scan or sort moves to its next
-    divisible axis (or whole), and the walk repeats; then the update is
-    traced on the slices, where it must run the same computation
+    split axis of every value (`split_walk.Walk`): a leaf read along its
+    split axis by a partial reduction, contraction, scan or sort moves to
+    its next divisible axis (or whole), and the walk repeats; then the
+    update is traced on the slices, where it must run the same computation
     (`check_elementwise`). Elementwise optimizers get `default_plan`.
 
     Args:
@@ -641,11 +413,11 @@ def split_plan(
     for _ in range(sum(len(jnp.shape(x)) for x in flat) + 1):
         moves: set[int] = set()
         for update in updates:
-            walk = _Walk()
+            walk = split_walk.Walk()
             local = update.local_state(plan_of(axes))
             try:
                 walk.run(update.whole.jaxpr, update.labels(axes, local))
-            except _Refused as e:
+            except split_walk.Refused as e:
                 raise _refused(e, params) from None
             states = {-1 - i for i in walk.moves if i < 0}
             moves |= {i for i in walk.moves if i >= 0}
@@ -688,11 +460,11 @@ def _check_slices(update: _Update, plan) -> None:
     sliced = update.trace(
         abstract_slices(update.params, update.num_shards, plan), local
     )
-    walk = _Walk()
+    walk = split_walk.Walk()
     axes = jax.tree.leaves(plan, is_leaf=_is_none)
     try:
         walk.run(sliced.jaxpr, update.labels(axes, local))
-    except _Refused as e:
+    except split_walk.Refused as e:
         raise _refused(e, update.params) from None
     if walk.moves:
         names = sorted(
@@ -705,11 +477,29 @@ def _check_slices(update: _Update, plan) -> None:
     if _primitives(sliced.jaxpr) != _primitives(update.whole.jaxpr):
         # A rule that reads a leaf's shape (centralization's fan-in test)
         # chose differently for a slice.
+        names = ", ".join(_computed_otherwise(update, plan)) or "a leaf"
         raise _refuse(
-            "computes otherwise on a slice than on the whole leaf (a rule "
-            "that reads the leaf's shape, e.g. centralization's fan-in "
-            "test on a kernel split along a fan-in axis)"
+            f"computes otherwise on a slice of {names} than on the whole "
+            "leaf (a rule that reads the leaf's shape, e.g. "
+            "centralization's fan-in test on a kernel split along a fan-in "
+            "axis)"
         )
+
+
+def _computed_otherwise(update: _Update, plan) -> list[str]:
+    """The leaves whose slicing alone changes the traced update, for the
+    error (one more trace per split leaf)."""
+    axes, treedef = jax.tree.flatten(plan, is_leaf=_is_none)
+    names = []
+    for i in (i for i, axis in enumerate(axes) if axis is not None):
+        alone = treedef.unflatten([None] * i + axes[i : i + 1] + [None] * (
+            len(axes) - i - 1
+        ))
+        slices = abstract_slices(update.params, update.num_shards, alone)
+        sliced = update.trace(slices, update.local_state(alone))
+        if _primitives(sliced.jaxpr) != _primitives(update.whole.jaxpr):
+            names.append(_leaf_name(update.params, i))
+    return names
 
 
 def check_elementwise(
