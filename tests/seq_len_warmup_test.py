@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Sequence-length warm-up: Composer's schedule, truncation, the step."""
 
+import math
 import warnings
 
 import jax
@@ -28,6 +29,14 @@ def composer_length(update, total, duration, min_len, max_len, step):
     every = warmup_steps // update_steps
     length = step * (update // every) + min_len
     return int(np.clip(length, min_len, max_len))
+
+
+def documented_length(update, total, duration, min_len, full, step):
+    """The docs' schedule: ``n = ceil((full - min) / step)`` increments of
+    ``e = W // n`` updates each, the last clipped to the full length."""
+    warmup = int(total * duration)
+    every = warmup // math.ceil((full - min_len) / step)
+    return min(full, min_len + step * (update // every))
 
 
 class Tiny(nn.Module):
@@ -76,10 +85,12 @@ class ScheduleTest(parameterized.TestCase):
     @parameterized.parameters(
         (100, 0.3, 8, 64, 8),
         (1000, 0.3, 8, 1024, 8),
-        (57, 0.5, 5, 40, 3),  # the full length not a multiple of the step
+        (57, 0.5, 5, 41, 3),  # `step_size` divides (full - min) ...
         (10, 1.0, 8, 16, 4),
+        (3001, 0.3, 8, 1024, 8),  # ... and W % n != 0: full before W
     )
     def test_lengths_are_composers(self, total, duration, low, full, step):
+        # Where `step_size` divides the range, Composer's schedule exactly.
         warmup = boostax.seq_len_warmup(
             total, duration=duration, min_seq_length=low, step_size=step
         )
@@ -91,6 +102,51 @@ class ScheduleTest(parameterized.TestCase):
                 update,
             )
 
+    @parameterized.parameters(
+        # (total, duration, min, full, step, first update at full length)
+        (20, 0.5, 8, 20, 8, 10),  # Composer's: 20, all of the run
+        (100, 0.3, 8, 64, 8, 28),  # 7 lengths of 4 updates; W = 30
+        (57, 0.5, 5, 40, 3, 24),  # 12 increments, the last of 2
+        (10, 0.6, 8, 16, 4, 6),
+        (40, 0.3, 8, 32, 7, 12),  # 24 = 3 * 7 + 3: W = 12 exactly
+        (30, 0.3, 8, 10, 8, 9),  # one clipped increment (Composer: / 0)
+    )
+    def test_full_length_arrives_by_duration(
+        self, total, duration, low, full, step, first_full
+    ):
+        warmup = boostax.seq_len_warmup(
+            total, duration=duration, min_seq_length=low, step_size=step
+        )
+        steps = np.arange(2 * total)  # train steps, two per update
+        got = warmup.bind(full, 2).at_positions(steps)
+        expected = [
+            documented_length(u, total, duration, low, full, step)
+            for u in steps // 2
+        ]
+        np.testing.assert_array_equal(got, expected)
+        # The first step at the full length, pinned: by `duration`, within
+        # n updates of it, and so on every later step.
+        increments = math.ceil((full - low) / step)
+        last_warmup = int(total * duration)
+        first = int(np.argmax(got == full))
+        self.assertEqual(first, 2 * first_full)
+        self.assertTrue(np.all(got[first:] == full))
+        self.assertLessEqual(first_full, last_warmup)
+        self.assertGreater(first_full, last_warmup - increments)
+        self.assertEqual(len(warmup.lengths(full)), first_full)
+        self.assertEqual(warmup.bind(full, 2).end, 2 * first_full)
+
+    def test_composers_schedule_overruns_where_the_step_leaves_a_rest(self):
+        # The issue's case: (full - min) % step_size != 0; Composer's code
+        # keeps the warm-up going to 2 W (all of this run), boostax's ends
+        # at W = 10.
+        composer = [composer_length(u, 20, 0.5, 8, 20, 8) for u in range(20)]
+        self.assertEqual(composer, [8] * 10 + [16] * 10)
+        lengths = boostax.seq_len_warmup(20, duration=0.5).bind(20)
+        self.assertEqual(
+            [lengths.at(u) for u in range(20)], [8] * 5 + [16] * 5 + [20] * 10
+        )
+
     def test_counted_in_updates_with_accumulation(self):
         lengths = boostax.seq_len_warmup(10, **WARMUP).bind(FULL, 3)
         positions = np.arange(40)
@@ -101,25 +157,86 @@ class ScheduleTest(parameterized.TestCase):
         np.testing.assert_array_equal(lengths.at_positions(positions), expected)
 
 
-class TruncateTest(absltest.TestCase):
+def lm1b_batch(rng, batch_size=3, length=16):
+    """A dict batch as the issue's port of Flax's lm1b had: tokens and
+    targets, an image-feature array of another length first in
+    ``jax.tree`` order, a per-example label."""
+    ints, floats = np.int32, np.float32
+    return {
+        "features": rng.normal(size=(batch_size, 5, 2)).astype(floats),
+        "inputs": rng.integers(0, 9, (batch_size, length)).astype(ints),
+        "label": rng.integers(0, 9, (batch_size,)).astype(ints),
+        "targets": rng.integers(0, 9, (batch_size, length)).astype(ints),
+    }
+
+
+class TruncateTest(parameterized.TestCase):
     def test_under_jit_equals_by_hand(self):
         rng = np.random.default_rng(1)
-        ints, floats = np.int32, np.float32
         batch = {
-            "tokens": rng.integers(0, 9, (3, 16)).astype(ints),
-            "targets": rng.integers(0, 9, (3, 16)).astype(ints),
-            "label": rng.integers(0, 9, (3,)).astype(ints),
-            "features": rng.normal(size=(3, 5, 2)).astype(floats),
-            "embedded": rng.normal(size=(3, 16, 4)).astype(floats),
+            "tokens": rng.integers(0, 9, (3, 16)).astype(np.int32),
+            "label": rng.integers(0, 9, (3,)).astype(np.int32),
+            "embedded": rng.normal(size=(3, 16, 4)).astype(np.float32),
         }
         out = jax.jit(lambda b: boostax.truncate_sequence(b, 8))(batch)
         expected = dict(
             batch,
             tokens=batch["tokens"][:, :8],
-            targets=batch["targets"][:, :8],
             embedded=batch["embedded"][:, :8],
         )
         _utils.assert_trees_equal(out, expected)
+
+    @parameterized.parameters(("inputs", "targets"), ["targets", "inputs"])
+    def test_keys_cut_the_named_entries_only(self, *keys):
+        batch = lm1b_batch(np.random.default_rng(2))
+        out = jax.jit(
+            lambda b: boostax.truncate_sequence(b, 4, keys=keys)
+        )(batch)
+        expected = dict(batch)
+        expected.update(inputs=batch["inputs"][:, :4])
+        expected.update(targets=batch["targets"][:, :4])
+        _utils.assert_trees_equal(out, expected)
+        warmup = boostax.seq_len_warmup(10, **WARMUP, keys=list(keys))
+        self.assertEqual(warmup.keys, keys)
+        self.assertEqual(warmup.sequence_length(batch), FULL)
+        cut = jax.jit(warmup.bind(FULL).truncate(12))(batch)
+        self.assertEqual(cut["inputs"].shape, (3, 12))
+        self.assertEqual(cut["features"].shape, (3, 5, 2))
+
+    def test_keys_of_a_tuple_batch_and_nested_entries(self):
+        tokens = np.arange(2 * 8).reshape(2, 8)
+        features = np.ones((2, 3, 4))
+        out = boostax.truncate_sequence((features, tokens), 2, keys=1)
+        _utils.assert_trees_equal(out, (features, tokens[:, :2]))
+        nested = {"text": {"ids": tokens, "mask": tokens > 3}, "x": features}
+        out = boostax.truncate_sequence(nested, 2, keys="text")
+        expected = {"text": {"ids": tokens[:, :2], "mask": tokens[:, :2] > 3}}
+        _utils.assert_trees_equal(out, dict(expected, x=features))
+
+    def test_the_first_leaf_does_not_decide(self):
+        # The issue: the features come first in jax.tree order, and their
+        # length (5) was taken for the batch's; the tokens were never cut.
+        batch = lm1b_batch(np.random.default_rng(3))
+        for call in (
+            lambda: boostax.truncate_sequence(batch, 4),
+            lambda: boostax.seq_len_warmup(10, **WARMUP).sequence_length(batch),
+        ):
+            with self.assertRaisesRegex(
+                ValueError,
+                r"cannot tell the batch's sequence length: with no `keys`.*"
+                r"disagree on its size: batch\['features'\] 5, "
+                r"batch\['inputs'\] 16, batch\['targets'\] 16.*"
+                r"name the entries that hold sequences with `keys`",
+            ):
+                call()
+        # The step's `batch_keys` narrow the leaves looked at.
+        warmup = boostax.seq_len_warmup(10, **WARMUP)
+        full = warmup.sequence_length(batch, batch_keys=("inputs", "targets"))
+        self.assertEqual(full, FULL)
+        lengths = warmup.bind_batch(batch, batch_keys=("inputs", "targets"))
+        cut = lengths.truncate(8)(batch)
+        self.assertEqual(cut["targets"].shape, (3, 8))
+        self.assertEqual(cut["features"].shape, (3, 5, 2))
 
     def test_seq_axis(self):
         x = np.arange(2 * 3 * 8).reshape(2, 3, 8)
@@ -127,12 +244,39 @@ class TruncateTest(absltest.TestCase):
         np.testing.assert_array_equal(out, x[:, :, :4])
 
     def test_bad_inputs(self):
-        with self.assertRaisesRegex(ValueError, "sequence axis"):
+        batch = lm1b_batch(np.random.default_rng(4))
+        with self.assertRaisesRegex(ValueError, "needs batch leaves with a"):
             boostax.truncate_sequence((np.zeros(4), np.zeros(4)), 2)
         with self.assertRaisesRegex(ValueError, r"`length` must be an int in"):
             boostax.truncate_sequence((np.zeros((2, 4)),), 5)
-        with self.assertRaisesRegex(ValueError, "No leaf of the batch has 8"):
+        with self.assertRaisesRegex(ValueError, "have 4 positions .* to 8"):
             boostax.truncate_sequence((np.zeros((2, 4)),), 2, full_length=8)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`keys`=\('inputs', 'label'\) names the entries .* but "
+            r"batch\['label'\] \(3,\) has rank 1 or less",
+        ):
+            boostax.truncate_sequence(batch, 2, keys=("inputs", "label"))
+        with self.assertRaisesRegex(
+            ValueError, "names the entry 'tokens', which the batch does not"
+        ):
+            boostax.truncate_sequence(batch, 2, keys="tokens")
+        with self.assertRaisesRegex(ValueError, "by index, 0 to 1"):
+            boostax.truncate_sequence((np.zeros((2, 4)),) * 2, 2, keys="a")
+        with self.assertRaisesRegex(TypeError, "names entries of a dict"):
+            boostax.truncate_sequence(np.zeros((2, 4)), 2, keys=0)
+
+    @parameterized.parameters(
+        (b"inputs", TypeError, "`keys` must be None, a key or a sequence"),
+        ({"inputs"}, TypeError, "`keys` must be None, a key or a sequence"),
+        ([1.5], TypeError, r"by dict key \(str\) or tuple index"),
+        ([True], TypeError, r"by dict key \(str\) or tuple index"),
+        ((), ValueError, "at least one batch entry, each once, got \\(\\)"),
+        (("a", "a"), ValueError, "each once, got \\('a', 'a'\\)"),
+    )
+    def test_bad_keys(self, keys, error, message):
+        with self.assertRaisesRegex(error, message):
+            boostax.seq_len_warmup(10, keys=keys)
 
 
 class StepTest(absltest.TestCase):
@@ -379,7 +523,9 @@ class ErrorsTest(parameterized.TestCase):
     def test_bad_lengths(self):
         warmup = boostax.seq_len_warmup(10, **WARMUP)
         with self.assertRaisesRegex(ValueError, "nothing to warm up"):
-            warmup.lengths(10)
+            warmup.lengths(8)
+        # Above the first length by less than a step: one clipped increment.
+        np.testing.assert_array_equal(warmup.lengths(10), [8] * 6)
         with self.assertRaisesRegex(ValueError, r"fewer than its 2 length"):
             boostax.seq_len_warmup(3, **WARMUP).lengths(FULL)
         with self.assertRaisesRegex(ValueError, "differs from `max_seq"):
@@ -398,6 +544,22 @@ class ErrorsTest(parameterized.TestCase):
         state = step.init(jnp.zeros(3))
         with self.assertRaisesRegex(ValueError, "needs batch leaves with a"):
             step(state, (jnp.ones(3), jnp.ones(())))
+
+    def test_dict_batch_of_disagreeing_leaves_is_refused(self):
+        # The issue's batch through the step: no leaf's length is guessed.
+        def loss_fn(w, batch):
+            x = batch["inputs"].astype(jnp.float32)
+            return jnp.mean((x @ w - batch["targets"]) ** 2)
+
+        step = boostax.make_train_step(
+            optax.sgd(0.1),
+            loss_fn=loss_fn,
+            seq_len_warmup=boostax.seq_len_warmup(10, **WARMUP),
+        )
+        state = step.init(jnp.zeros((FULL, FULL)))
+        batch = lm1b_batch(np.random.default_rng(5))
+        with self.assertRaisesRegex(ValueError, "cannot tell the batch's seq"):
+            step(state, batch)
 
     def test_accumulation_with_a_schedule_is_refused(self):
         step = boostax.make_train_step(
@@ -461,6 +623,24 @@ class ConfigTest(absltest.TestCase):
             )
         _utils.assert_trees_equal(states[0].params, states[1].params)
 
+    def test_keys_from_the_config(self):
+        config = {"enabled": True, "total_steps": 10, "keys": ["inputs"]}
+        step = boostax.auto_boost(
+            "O0",
+            {"seq_len_warmup": config},
+            optimizer=optax.sgd(0.1),
+            model=Tiny(),
+            loss=cross_entropy,
+        )
+        self.assertEqual(step.seq_len_warmup.keys, ("inputs",))
+        config["keys"] = "inputs"  # one entry, alone
+        parsed = boostax.BoostConfig.from_dict({"seq_len_warmup": config})
+        self.assertEqual(parsed.seq_len_warmup.keys, ("inputs",))
+        with self.assertRaisesRegex(TypeError, "`seq_len_warmup.keys` must"):
+            boostax.BoostConfig.from_dict({"seq_len_warmup": {"keys": 1.0}})
+        with self.assertRaisesRegex(ValueError, "`seq_len_warmup.keys` must"):
+            boostax.BoostConfig.from_dict({"seq_len_warmup": {"keys": []}})
+
     def test_bad_config(self):
         with self.assertRaisesRegex(ValueError, "`seq_len_warmup.total_steps`"):
             boostax.BoostConfig.from_dict({"seq_len_warmup": {"enabled": True}})
@@ -477,7 +657,16 @@ class ConfigTest(absltest.TestCase):
 
     def test_round_trip(self):
         config = boostax.BoostConfig.from_dict(
-            {"seq_len_warmup": {"enabled": True, "total_steps": 10}}
+            {
+                "seq_len_warmup": {
+                    "enabled": True,
+                    "total_steps": 10,
+                    "keys": ("inputs", "targets"),
+                }
+            }
+        )
+        self.assertEqual(
+            config.to_dict()["seq_len_warmup"]["keys"], ["inputs", "targets"]
         )
         again = boostax.BoostConfig.from_dict(config.to_dict())
         self.assertEqual(again, config)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from boostax._src import freeze_sequence, user_warnings, validation
+from boostax._src import seq_len_warmup as seq_len_warmup_lib
 
 #: The boost levels, as MindSpore names them: ``"O0"`` (no algorithm),
 #: ``"O1"`` (LessBN and gradient freezing), ``"O2"`` (O1 and AdaSum).
@@ -323,7 +324,9 @@ class SeqLenWarmupSection(_Section):
 
     Off unless ``enabled`` (no level or mode switches it on: it needs
     batches of sequences). ``total_steps`` (the run's optimizer updates) is
-    then required; ``max_seq_length`` ``None`` takes the batch's length.
+    then required; ``max_seq_length`` ``None`` takes the batch's length;
+    ``keys`` names the batch entries that hold sequences (``None``: the
+    step's ``batch_keys`` entries, or the whole batch).
     """
 
     NAME: ClassVar[str] = "seq_len_warmup"
@@ -334,9 +337,16 @@ class SeqLenWarmupSection(_Section):
     max_seq_length: int | None = _key(None, "optional_int", _at_least(1))
     step_size: int = _key(8, "int", _at_least(1))
     seq_axis: int = _key(1, "int", _at_least(1))
+    # Dict keys or tuple indices: checked below, by the warm-up's own check.
+    keys: tuple[str | int, ...] | None = None
 
     def __post_init__(self):
         super().__post_init__()
+        object.__setattr__(
+            self,
+            "keys",
+            seq_len_warmup_lib.check_keys(self.keys, "seq_len_warmup.keys"),
+        )
         if self.enabled and self.total_steps is None:
             raise ValueError(
                 "`seq_len_warmup.total_steps` (the run's length in optimizer "
