@@ -137,5 +137,59 @@ class ShardedLevelsTest(parameterized.TestCase):
         )
 
 
+class ShardedParamsWithFreezingTest(parameterized.TestCase):
+    """`shard_params=True` with gradient freezing (docs/scaling.md): its
+    first step failed in the freezing warm-up's program, which reads the
+    freeze depth from the state (``TracerIntegerConversionError`` in
+    `Freezing.trains_everything`)."""
+
+    @parameterized.named_parameters(
+        # Two warm-up steps, then the depths' own programs.
+        ("float32", None, 2),
+        ("bfloat16", "bfloat16", None),  # the warm-up program throughout
+    )
+    def test_equals_the_replicated_step(self, precision, warmup):
+        x = np.zeros((1, *SHAPE), np.float32)
+        model = models.ResNet(stage_sizes=(1,), widths=(8,))
+        digits = _utils.digits()
+        params, depths = [], []
+        for shard in (False, True):
+            ts = boostax.auto_boost(
+                "O1",
+                {"grad_freeze": {"param_groups": 2, "total_steps": 8}},
+                optimizer=optax.adam(1e-2),
+                model=model,
+                loss=models.cross_entropy,
+                sample_inputs=x,
+                mesh=jax.make_mesh((8,), ("data",)),
+                shard_optimizer_state=shard,
+                shard_params=shard or None,
+                precision=precision,
+                freeze_warmup_steps=warmup,
+            )
+            self.assertEqual(ts.builder.stores_sharded_params, shard)
+            state = ts.init(model.init(jax.random.PRNGKey(0), x, train=False))
+            run, depth = [], []
+            for i in range(4):
+                batch = slice(BATCH * i, BATCH * (i + 1))
+                state, metrics = ts(
+                    state, (digits.x_train[batch], digits.y_train[batch])
+                )
+                run.append(jax.device_get(ts.variables(state)["params"]))
+                depth.append(int(metrics["frozen_groups"]))
+            params.append(run)
+            depths.append(depth)
+        self.assertEqual(depths[0], depths[1])
+        self.assertIn(1, depths[1])  # a step that froze the first group
+        for step, (replicated, ours) in enumerate(zip(*params, strict=True)):
+            close = functools.partial(
+                np.testing.assert_allclose,
+                rtol=1e-5,
+                atol=1e-6,
+                err_msg=f"step {step}",
+            )
+            jax.tree.map(close, ours, replicated)
+
+
 if __name__ == "__main__":
     absltest.main()

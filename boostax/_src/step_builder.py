@@ -593,9 +593,11 @@ class StepBuilder:
                 trainable = sharded.local_slices(trainable, plan.split)
             else:
                 # The stored float32 slices, not slices of the gathered
-                # params (rounded to the compute dtype).
+                # params (rounded to the compute dtype), masked as the
+                # whole params were (`depth` is traced in the warm-up
+                # program: `_split` cannot read it again).
                 state = state.replace(params=slices)
-                _, trainable, _ = self._split(plan, slices, depth)
+                trainable = slices if mask is None else mask_tree(slices, mask)
         algorithms = state.algorithms
         finite = None
         if scaler is not None:
