@@ -477,9 +477,9 @@ def _check_slices(update: _Update, plan) -> None:
     if _primitives(sliced.jaxpr) != _primitives(update.whole.jaxpr):
         # A rule that reads a leaf's shape (centralization's fan-in test)
         # chose differently for a slice.
-        names = ", ".join(_computed_otherwise(update, plan)) or "a leaf"
+        leaves = ", ".join(_computed_otherwise(update, plan)) or "a leaf"
         raise _refuse(
-            f"computes otherwise on a slice of {names} than on the whole "
+            f"computes otherwise on a slice of {leaves} than on the whole "
             "leaf (a rule that reads the leaf's shape, e.g. "
             "centralization's fan-in test on a kernel split along a fan-in "
             "axis)"
