@@ -296,9 +296,14 @@ class PatternsTest(parameterized.TestCase):
         model = _patterns.build(case, framework, x)
         if framework == "nnx":
             # Built by a training-mode call, which moved the statistics: put
-            # the removed BNs back at Flax's initial values (a trained one
-            # is folded, or refused: less_bn_weights_test.py).
-            model = _nnx_as_identity(model, case.removed, epsilon=0.0)
+            # every BN back at Flax's initial values, so the model is fresh
+            # (trained ones are folded, or refused: less_bn_weights_test.py).
+            batch_norms = [
+                path[0]
+                for path, m in nnx.iter_modules(model)
+                if isinstance(m, nnx.BatchNorm)
+            ]
+            model = _nnx_as_identity(model, batch_norms, epsilon=0.0)
         reduced = boostax.less_bn(model, x)
         if framework == "linen":
             variables = model.init(jax.random.PRNGKey(0), x, train=False)

@@ -230,6 +230,7 @@ def from_flax_train_state(
     like: train_step_lib.TrainState | None = None,
     init_optimizer: bool = False,
     rng: jax.Array | None = None,
+    trained: bool | None = None,
 ) -> train_step_lib.TrainState:
     """The boostax `TrainState` of a ``flax.training`` ``TrainState``.
 
@@ -262,6 +263,10 @@ def from_flax_train_state(
         instead of taking ``flax_state.opt_state`` (a checkpoint of another
         optimizer, or of training without boost).
       rng: without `like`, the base PRNG key (default ``PRNGKey(0)``).
+      trained: whether the Flax state's weights were trained (see
+        `TrainStep.init`); ``None``: trained if the Flax state's ``step``
+        is past 0 (it counts ``apply_gradients``), else read from the
+        weights.
 
     Returns:
       A boostax `TrainState`, checked against `train_step`.
@@ -299,7 +304,9 @@ def from_flax_train_state(
     else:
         variables = {"params": flax_state.params, **collections}
     check_model(train_step, variables, getattr(flax_state, "apply_fn", None))
-    fresh = train_step.init(variables, rng=rng)
+    if trained is None and np.any(np.asarray(flax_state.step) > 0):
+        trained = True  # the Flax state counted its updates
+    fresh = train_step.init(variables, rng=rng, trained=trained)
     step = jnp.asarray(flax_state.step, jnp.int32)
     algorithms = fresh.algorithms
     if like is not None:

@@ -113,8 +113,9 @@ def less_bn_report(model, sample_inputs, *, fn_flag: bool | None = False):
     return plan(model, sample_inputs, fn_flag=fn_flag).report
 
 
-def apply_plan(model, less_bn_plan: LessBNPlan):
-    """Builds the reduced model from a plan (see `less_bn`)."""
+def apply_plan(model, less_bn_plan: LessBNPlan, trained: bool | None = None):
+    """Builds the reduced model from a plan (see `less_bn`; `trained` is an
+    NNX module's, whose weights come along)."""
     if not less_bn_plan.removed and less_bn_plan.fn_head is None:
         if less_bn_plan.report.found_batch_norm:
             found = (
@@ -140,8 +141,9 @@ def apply_plan(model, less_bn_plan: LessBNPlan):
             fn_log_scale=less_bn_plan.fn_log_scale,
             zero_init=less_bn_plan.zero_init,
             folds=less_bn_plan.folds,
+            initial=less_bn_plan.initial,
         )
-    return apply_nnx_plan(model, less_bn_plan)
+    return apply_nnx_plan(model, less_bn_plan, trained=trained)
 
 
 def is_reduced(model) -> bool:
@@ -161,17 +163,18 @@ def variables_converter(reduced_model, less_bn_plan: LessBNPlan):
 
     Linen: ``reduced_model.convert_variables``. NNX: LessBN applied to the
     given module (its weights carried over); a module that already has the
-    reduced structure is returned as is.
+    reduced structure is returned as is. Both take ``trained`` (``True``,
+    ``False``, or ``None`` to read it from the weights).
     """
     if isinstance(reduced_model, LinenLessBN):
         return reduced_model.convert_variables
     if isinstance(reduced_model, nnx.Module):
         graphdef = nnx.graphdef(reduced_model)
 
-        def convert(module):
+        def convert(module, *, trained=None):
             if nnx.graphdef(module) == graphdef:
                 return module
-            return apply_nnx_plan(module, less_bn_plan)
+            return apply_nnx_plan(module, less_bn_plan, trained=trained)
 
         return convert
     return None
@@ -185,6 +188,7 @@ def less_bn(
     fn_scale: float = 1.0,
     fn_log_scale: bool = False,
     zero_init_residual: bool = False,
+    trained: bool | None = None,
 ):
     """Removes BatchNorms by MindSpore's LessBN rules.
 
@@ -209,6 +213,10 @@ def less_bn(
       zero_init_residual: start the BatchNorm that ends each thinned residual
         branch at scale zero, so each block starts as the identity (for
         training from scratch).
+      trained: NNX: whether the module's weights were trained (their
+        function is then kept: BatchNorms folded, no FN head), ``None`` to
+        read it from the weights (see ``LinenLessBN.convert_variables``).
+        Linen modules hold no weights: give it to ``convert_variables``.
 
     Returns:
       Linen: a `LinenLessBN` wrapping `model` (same variable paths minus the
@@ -231,6 +239,13 @@ def less_bn(
       >>> sorted(variables["params"]["Dense_0"])
       ['kernel', 'multiplier']
     """
+    if trained is not None and isinstance(model, nn.Module):
+        raise ValueError(
+            "`trained` is for an NNX module, which holds its weights; a Linen "
+            "module's come with its variables: pass it to "
+            "`reduced.convert_variables(variables, trained=...)` (or "
+            "`TrainStep.init`)."
+        )
     return apply_plan(
         model,
         plan(
@@ -241,4 +256,5 @@ def less_bn(
             fn_log_scale=fn_log_scale,
             zero_init_residual=zero_init_residual,
         ),
+        trained=trained,
     )

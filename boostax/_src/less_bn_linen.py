@@ -30,6 +30,7 @@ from boostax._src.fn_head import (
 )
 from boostax._src.less_bn_plan import (
     BatchNormFold,
+    InitialValue,
     LessBNPlan,
     path_str,
     plan_less_bn,
@@ -79,6 +80,9 @@ class LinenLessBN(nn.Module):
       zero_init: paths of kept BatchNorms whose scale starts at zero.
       folds: one `BatchNormFold` per removed BatchNorm: what it keeps, and
         where a trained one's map goes when variables are converted.
+      initial: the original model's constant-initialised variables
+        (`LessBNPlan.initial`): what tells trained variables from fresh
+        ones when they are converted.
     """
 
     network: nn.Module
@@ -88,6 +92,7 @@ class LinenLessBN(nn.Module):
     fn_log_scale: bool = False
     zero_init: tuple[tuple[Any, ...], ...] = ()
     folds: tuple[BatchNormFold, ...] = ()
+    initial: tuple[InitialValue, ...] = ()
 
     def __post_init__(self):
         validation.check_instance(
@@ -155,43 +160,56 @@ class LinenLessBN(nn.Module):
             lambda path, _: tree_utils.path_names(path) in kept, model_state
         )
 
-    def convert_variables(self, variables):
+    def convert_variables(self, variables, *, trained: bool | None = None):
         """Variables of `network` -> variables of this model.
 
         Weights brought in are never silently re-initialised or
         transformed: their function is kept, or the conversion is refused
-        (see ``less_bn_weights``). So:
+        (see ``less_bn_weights``). Whether they were trained is what the
+        caller says (`trained`), or else read from the variables that the
+        model initialises at a constant (`LessBNPlan.initial`: running
+        statistics, biases, BatchNorm scales, each against the model's own
+        initialiser, so a scale the model starts at zero reads as fresh).
 
-        - a removed BatchNorm at Flax's initial values is dropped (every
-          collection); a trained one is folded into the convolution or
+        - Trained: each removed BatchNorm is folded into the convolution or
           dense layer before it (kernel times ``scale / sqrt(var + eps)``
           per output channel, the shift into its bias; what the layer
           cannot take stays in the BatchNorm's ``fold_bias`` and
           ``fold_scale``, `folds`), so the model's outputs in evaluation
-          are the original's; a fresh one keeps the identity there;
-        - the `zero_init` BatchNorms' scales become zero only while they
-          hold their initial values;
-        - the FN head replaces the dense layer (bias dropped, scale
-          `fn_scale` added) only if the weights are untrained: no
-          BatchNorm has moved from its initial values and the dense bias
-          is zero. Trained weights raise instead.
+          are the original's; the `zero_init` scales keep their values;
+          an FN head in place of the dense layer is refused.
+        - Fresh: the removed BatchNorms are dropped (their kept map is the
+          identity), the `zero_init` BatchNorms' scales become zero, and
+          the FN head replaces the dense layer (bias dropped, scale
+          `fn_scale` added).
 
         Variables that are already converted come back unchanged.
+
+        Args:
+          variables: the original model's variables (``module.init``'s).
+          trained: ``True`` or ``False`` to say whether they were trained;
+            ``None`` reads it from them.
 
         Raises:
           ValueError: the FN head would replace a trained dense layer, or a
             trained removed BatchNorm cannot be folded (the message says
-            why and what to do).
+            why and what to do); ``trained=False`` given for weights a
+            variable shows were trained; ``None`` where no variable tells.
         """
         variables = flax.core.unfreeze(variables)
         params = variables.get("params", {})
         if not _is_original(variables, self):
             return variables
-        trained = _trained_evidence(variables, self)
+        why = less_bn_weights.why_trained(
+            trained,
+            *less_bn_weights.trained_evidence(
+                self.initial, lambda value: _held(variables, value)
+            ),
+        )
         if self.fn_head is not None and _fn_head_unconverted(params, self):
-            if trained is not None:
+            if why is not None:
                 raise less_bn_weights.refuse_trained_fn_head(
-                    path_str(self.fn_head), trained
+                    path_str(self.fn_head), why
                 )
             head = nested_get(params, self.fn_head)
             head.pop("bias", None)
@@ -204,15 +222,15 @@ class LinenLessBN(nn.Module):
             for collection in variables.values():
                 nested_pop(collection, path)
             fold = folds.get(tuple(path))
-            if values and not less_bn_weights.is_initial(values):
+            if values and why is not None:
                 _fold(variables, fold, path, values)
             elif fold is not None and fold.keeps:
                 _keep(variables, fold, *_identity(fold))
-        for path in self.zero_init:
-            norm = nested_get(params, path)
-            values = _batch_norm_values(variables, path)
-            if "scale" in norm and less_bn_weights.is_initial(values):
-                norm["scale"] = jnp.zeros_like(norm["scale"])
+        if why is None:
+            for path in self.zero_init:
+                norm = nested_get(params, path)
+                if "scale" in norm:
+                    norm["scale"] = jnp.zeros_like(norm["scale"])
         return variables
 
 
@@ -239,48 +257,18 @@ def _batch_norm_values(variables: dict, path) -> dict[str, Any]:
             values.update(
                 (k, v)
                 for k, v in held.items()
-                if k in less_bn_weights.INITIAL_BATCH_NORM
+                if k in less_bn_weights.BATCH_NORM_VARIABLES
             )
     return values
 
 
-def _trained_evidence(variables: dict, model: LinenLessBN) -> str | None:
-    """Why `variables` count as trained, or ``None`` if they look fresh.
-
-    Trained: a BatchNorm's variables differ from Flax's initial values, or
-    the dense layer the FN head replaces has a bias that is not zero (Flax
-    initialises biases at zero).
-    """
-    for path, values in _all_batch_norms(variables):
-        if not less_bn_weights.is_initial(values):
-            return f"BatchNorm {path_str(path)} is not at its initial values"
-    if model.fn_head is not None:
-        head = nested_get(variables.get("params", {}), model.fn_head)
-        if "bias" in head and not less_bn_weights.is_initial(
-            {"bias": head["bias"]}
-        ):
-            return "its bias is not zero"
+def _held(variables: dict, value) -> Any:
+    """The value `variables` hold for an `InitialValue`, or ``None``."""
+    for collection in variables.values():
+        layer = nested_get(collection, value.path)
+        if isinstance(layer, dict) and value.name in layer:
+            return layer[value.name]
     return None
-
-
-def _all_batch_norms(variables: dict):
-    """``(path, values)`` of every BatchNorm in the variables (a module
-    whose model-state collection holds ``mean`` and ``var``)."""
-    found = []
-
-    def walk(tree, path):
-        if not isinstance(tree, dict):
-            return
-        if "mean" in tree and "var" in tree:
-            found.append((path, _batch_norm_values(variables, path)))
-            return
-        for key, value in tree.items():
-            walk(value, (*path, key))
-
-    for name, collection in variables.items():
-        if name != "params":
-            walk(collection, ())
-    return found
 
 
 def _fold(variables: dict, fold, path, values) -> None:

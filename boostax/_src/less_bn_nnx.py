@@ -61,27 +61,25 @@ def _values(module) -> dict:
     }
 
 
-def _trained_evidence(modules: dict, plan: LessBNPlan) -> str | None:
-    """Why the module's weights count as trained, or ``None``."""
-    for path, module in modules.items():
-        if isinstance(module, nnx.BatchNorm) and not (
-            less_bn_weights.is_initial(_values(module))
-        ):
-            return f"BatchNorm {path_str(path)} is not at its initial values"
-    head = modules[plan.fn_head]
-    if getattr(head, "bias", None) is not None and not (
-        less_bn_weights.is_initial({"bias": head.bias[...]})
-    ):
-        return "its bias is not zero"
-    return None
+def _held(modules: dict, value) -> jax.Array | None:
+    """The value the module at ``value.path`` holds for an `InitialValue`."""
+    module = modules.get(tuple(value.path))
+    variable = getattr(module, value.name, None)
+    return None if variable is None else variable[...]
 
 
 def _fold(modules: dict, fold, norm) -> None:
     """Folds a trained removed BatchNorm into the layer before it (in place),
-    or raises: an NNX model keeps its structure, so the shift needs a
-    layer with a bias to go into."""
+    or raises: an NNX model keeps its structure, so a shift needs a layer
+    with a bias to go into."""
     layer = None if fold.into is None else modules[fold.into]
-    if layer is None or getattr(layer, "bias", None) is None:
+    a, b = less_bn_weights.folded_affine(fold, _values(norm), jnp.float32)
+    if not (jnp.any(a != 1) or jnp.any(b)):
+        return  # the identity (epsilon 0): nothing to fold
+    has_bias = getattr(layer, "bias", None) is not None
+    # A BatchNorm at zero mean and bias shifts nothing: a bias-free layer
+    # takes its scale alone.
+    if layer is None or not (has_bias or not jnp.any(b)):
         raise ValueError(
             f"The trained BatchNorm {path_str(fold.path)} that LessBN removes"
             " cannot be folded into the layer before it "
@@ -93,38 +91,47 @@ def _fold(modules: dict, fold, norm) -> None:
             )
             + ", and its trained function is never dropped silently: switch "
             "less_bn off for this model (auto_boost config {'boost': "
-            "{'less_bn': False}}), or start from fresh weights."
+            "{'less_bn': False}}), or start from fresh weights "
+            "(`trained=False`)."
         )
-    values = {"kernel": layer.kernel[...], "bias": layer.bias[...]}
-    a, b = less_bn_weights.folded_affine(
-        fold, _values(norm), values["kernel"].dtype
-    )
+    values = {"kernel": layer.kernel[...]}
+    if has_bias:
+        values["bias"] = layer.bias[...]
     less_bn_weights.fold_into_layer(values, a, b)
     layer.kernel[...] = values["kernel"]
-    layer.bias[...] = values["bias"]
+    if has_bias:
+        layer.bias[...] = values["bias"]
 
 
-def apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
+def apply_nnx_plan(
+    model: nnx.Module, plan: LessBNPlan, *, trained: bool | None = None
+) -> nnx.Module:
     """A copy of `model` with `plan` applied (its weights carried over).
 
-    The weights are kept as ``less_bn_weights`` says: a trained removed
-    BatchNorm is folded into the layer before it (which needs a bias), a
-    trained `zero_init` BatchNorm keeps its scale, and a trained dense
-    layer is not replaced by an FN head (`ValueError`).
+    The weights are kept as ``less_bn_weights`` says. Trained weights
+    (`trained`, or read from the model's constant-initialised variables,
+    `LessBNPlan.initial`): each removed BatchNorm is folded into the layer
+    before it (a shift needs a bias there), the `zero_init` BatchNorms
+    keep their scales, and a dense layer is not replaced by an FN head
+    (`ValueError`). Fresh ones: removed BatchNorms dropped, `zero_init`
+    scales set to zero, the FN head in place.
     """
     model = nnx.clone(model)
     modules: dict = dict(nnx.iter_modules(model))  # the plan says which kind
-    if plan.fn_head is not None:
-        trained = _trained_evidence(modules, plan)
-        if trained is not None:
-            raise less_bn_weights.refuse_trained_fn_head(
-                path_str(plan.fn_head), trained
-            )
+    why = less_bn_weights.why_trained(
+        trained,
+        *less_bn_weights.trained_evidence(
+            plan.initial, lambda value: _held(modules, value)
+        ),
+    )
+    if plan.fn_head is not None and why is not None:
+        raise less_bn_weights.refuse_trained_fn_head(
+            path_str(plan.fn_head), why
+        )
     folds = {fold.path: fold for fold in plan.folds}
     for path in plan.removed:
-        norm = modules[path]
-        if not less_bn_weights.is_initial(_values(norm)):
-            _fold(modules, folds[tuple(path)], norm)
+        if why is not None:
+            _fold(modules, folds[tuple(path)], modules[path])
         _set_submodule(model, path, NNXIdentity())
     if plan.fn_head is not None:
         _set_submodule(
@@ -136,8 +143,8 @@ def apply_nnx_plan(model: nnx.Module, plan: LessBNPlan) -> nnx.Module:
                 log_scale=plan.fn_log_scale,
             ),
         )
-    for path in plan.zero_init:
-        norm = modules[path]
-        if less_bn_weights.is_initial(_values(norm)):
+    if why is None:
+        for path in plan.zero_init:
+            norm = modules[path]
             norm.scale[...] = jnp.zeros_like(norm.scale[...])
     return model

@@ -16,6 +16,10 @@ import dataclasses
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import numpy as np
+from flax import linen as nn
+from flax import nnx
+
 from boostax._src import less_bn_patterns, model_graph, validation
 
 # What the report and the warning say of a model without any BatchNorm (a
@@ -175,6 +179,91 @@ class BatchNormFold:
     features: int
 
 
+@dataclasses.dataclass(frozen=True)
+class InitialValue:
+    """A variable of the model and the initialiser the model gives it.
+
+    What tells trained weights from fresh ones: a variable whose initialiser
+    is a constant (a BatchNorm's running statistics, Flax's zero biases, a
+    BatchNorm scale that starts at one, or at zero as in Flax's ImageNet
+    ``ResNetBlock``) holds that constant until training moves it. The
+    initialiser is the model's own, read from its layer (Linen modules keep
+    theirs; NNX modules do not, so for them only what Flax fixes is known:
+    running statistics, and biases at Flax's default zeros).
+
+    Attributes:
+      path: the layer's module path.
+      name: the variable's name (``"scale"``, ``"bias"``, ``"mean"``,
+        ``"var"``).
+      init: ``init(key, shape, dtype)``, the layer's initialiser for it.
+      layer: what the layer is, for messages (``"BatchNorm"``, ``"dense
+        layer"``, ``"convolution"``).
+    """
+
+    path: tuple[Any, ...]
+    name: str
+    init: Any
+    layer: str
+
+
+_LAYER_NAMES = {
+    "batch_norm": "BatchNorm",
+    "dense": "dense layer",
+    "conv": "convolution",
+    "grouped_conv": "convolution",
+}
+
+
+def _zeros(key, shape, dtype):
+    del key
+    return np.zeros(shape, dtype)
+
+
+def _ones(key, shape, dtype):
+    del key
+    return np.ones(shape, dtype)
+
+
+def initial_values(graph: model_graph.Graph) -> tuple[InitialValue, ...]:
+    """The `InitialValue` of each variable the model's BatchNorms, dense
+    layers and convolutions initialise (those held: ``use_bias=False`` has
+    no bias)."""
+    found: dict[tuple[Any, ...], InitialValue] = {}
+    for call in graph.calls:
+        if call.kind not in _LAYER_NAMES:
+            continue
+        module, layer = call.module, _LAYER_NAMES[call.kind]
+        inits = {}
+        if call.kind == "batch_norm":
+            # Both Flax APIs start the running statistics at 0 and 1.
+            inits = {"mean": _zeros, "var": _ones}
+        for name in ("scale", "bias"):
+            if getattr(module, f"use_{name}", name == "bias"):
+                init = _initialiser(module, name)
+                if init is not None:
+                    inits[name] = init
+        for name, init in inits.items():
+            found.setdefault(
+                (*call.path, name),
+                InitialValue(tuple(call.path), name, init, layer),
+            )
+    return tuple(found.values())
+
+
+def _initialiser(module: Any, name: str):
+    """`module`'s initialiser of its variable `name`, or ``None`` where it
+    is not known."""
+    if isinstance(module, nn.Module):
+        # Linen layers keep their initialisers as fields.
+        return getattr(module, f"{name}_init", None)
+    # NNX layers do not: Flax's default where it is one constant for every
+    # layer of a kind (biases at zero); a BatchNorm's scale is often
+    # initialised otherwise (zero-initialised residual branches).
+    if name == "bias" and isinstance(module, (nnx.Linear, nnx.Conv)):
+        return _zeros
+    return None
+
+
 def batch_norm_folds(
     graph: model_graph.Graph, removed: Sequence[tuple[Any, ...]]
 ) -> tuple[BatchNormFold, ...]:
@@ -241,6 +330,9 @@ class LessBNPlan:
         ``zero_init_residual``), so that each block starts as the identity.
       folds: one `BatchNormFold` per removed BatchNorm: where its function
         goes when trained weights are brought into the reduced model.
+      initial: the model's constant-initialised variables and their
+        initialisers (`InitialValue`): what tells trained weights from
+        fresh ones.
     """
 
     removed: tuple[tuple[Any, ...], ...]
@@ -251,6 +343,7 @@ class LessBNPlan:
     fn_log_scale: bool = False
     zero_init: tuple[tuple[Any, ...], ...] = ()
     folds: tuple[BatchNormFold, ...] = ()
+    initial: tuple[InitialValue, ...] = ()
 
 
 def residual_branch_ends(
@@ -455,4 +548,5 @@ def plan_less_bn(
         if zero_init_residual
         else (),
         folds=batch_norm_folds(graph, removed_paths),
+        initial=initial_values(graph),
     )

@@ -9,22 +9,22 @@ with the reason. LessBN's initialisation choices (``zero_init_residual``,
 a fresh FN head) apply only to a model that is still at its
 initialisation.
 
-What that means for each thing LessBN changes:
+Fresh or trained is what the user says (``trained=``), or is read from
+the variables the model initialises at a constant (running statistics,
+biases, BatchNorm scales), each against the model's own initialiser
+(`trained_evidence`), never guessed: where no variable can tell, the user
+is asked. What that means for each thing LessBN changes:
 
-- a removed BatchNorm that holds Flax's initial values (scale 1, bias 0,
-  running mean 0, running variance 1) computes ``x / sqrt(1 + eps)`` at
-  inference: it is dropped, as MindSpore drops it. A trained one is
-  folded into the layer before it (`BatchNormFold`), which keeps the
-  model's function at inference. What that layer cannot take (the shift,
-  when it has no bias) stays at the BatchNorm's place as constants, which
-  every model state has: the identity for fresh weights, so a state's
-  structure never depends on the values brought in;
+- a removed BatchNorm of fresh weights is dropped, as MindSpore drops it.
+  A trained one is folded into the layer before it (`BatchNormFold`),
+  which keeps the model's function at inference. What that layer cannot
+  take (the shift, when it has no bias) stays at the BatchNorm's place as
+  constants, which every model state has: the identity for fresh weights,
+  so a state's structure never depends on the values brought in;
 - a BatchNorm that ``zero_init_residual`` starts at scale zero gets that
-  scale only while it is at its initial values; a trained one keeps its
-  values;
-- the FN head replaces a dense layer by another function: a trained head
-  (the model trained, or the layer's bias not zero) is refused, with what
-  to do instead.
+  scale only in fresh weights; a trained one keeps its values;
+- the FN head replaces a dense layer by another function: on trained
+  weights it is refused, with what to do instead.
 
 These helpers are framework-free (arrays in, arrays out); the Linen and NNX
 conversions call them.
@@ -32,35 +32,109 @@ conversions call them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from boostax._src.less_bn_plan import BatchNormFold, path_str
+from boostax._src.less_bn_plan import BatchNormFold, InitialValue, path_str
 
-# Flax's initial values of a BatchNorm's variables (nn.BatchNorm and
-# nnx.BatchNorm alike).
-INITIAL_BATCH_NORM = {"scale": 1.0, "bias": 0.0, "mean": 0.0, "var": 1.0}
-
-
-def _equals(value, constant: float) -> bool:
-    if isinstance(value, jax.core.Tracer):
-        # Shapes only (an abstract evaluation): no trained values to lose,
-        # and the structure is that of a fresh model.
-        return True
-    return bool(np.all(np.asarray(value) == constant))
+# The variables of a BatchNorm (nn.BatchNorm and nnx.BatchNorm alike).
+BATCH_NORM_VARIABLES = ("scale", "bias", "mean", "var")
 
 
-def is_initial(values: dict[str, Any]) -> bool:
-    """Whether a BatchNorm's variables (``scale``, ``bias``, ``mean``,
-    ``var``; any may be missing) all hold Flax's initial values."""
-    return all(
-        _equals(values[name], constant)
-        for name, constant in INITIAL_BATCH_NORM.items()
-        if name in values
+def _is_constant(init, shape, dtype) -> np.ndarray | None:
+    """The value `init` gives every key at `shape`, or ``None`` if it draws
+    at random (two keys give two values)."""
+    first, second = (
+        np.asarray(init(jax.random.PRNGKey(seed), shape, dtype))
+        for seed in (0, 1)
     )
+    return first if np.array_equal(first, second) else None
+
+
+def trained_evidence(
+    initial: Sequence[InitialValue], held: Callable[[InitialValue], Any]
+) -> tuple[str | None, int]:
+    """Whether weights were trained, read against the model's initialisers.
+
+    A variable whose initialiser is a constant (running statistics, zero
+    biases, a BatchNorm scale at one or at zero) keeps it until training
+    moves it; a variable initialised at random says nothing either way.
+
+    Args:
+      initial: the model's variables and their initialisers
+        (`LessBNPlan.initial`).
+      held: ``held(initial_value)``, the value the weights hold for it, or
+        ``None`` where they hold none.
+
+    Returns:
+      ``(evidence, compared)``: why the weights count as trained (a
+      variable away from its initial value, named), or ``None``; and how
+      many constant-initialised variables were compared. Abstract values
+      (a shape-only evaluation) count as fresh: no trained values to lose.
+    """
+    compared = 0
+    for value in initial:
+        array = held(value)
+        if array is None:
+            continue
+        if isinstance(array, jax.core.Tracer):
+            return None, max(compared, 1)
+        start = _is_constant(value.init, np.shape(array), array.dtype)
+        if start is None:
+            continue
+        compared += 1
+        if not np.array_equal(np.asarray(array), start):
+            return (
+                f"the {value.name} of {value.layer} {path_str(value.path)} "
+                "is not the value the model initialises it at"
+            ), compared
+    return None, compared
+
+
+def why_trained(
+    trained: bool | None, evidence: str | None, compared: int
+) -> str | None:
+    """LessBN's answer to "were these weights trained?": why (for a
+    message), or ``None`` for fresh weights.
+
+    Args:
+      trained: what the user said (`TrainStep.init`'s ``trained``):
+        ``True``, ``False``, or ``None`` to read it from the weights.
+      evidence, compared: `trained_evidence`'s reading.
+
+    Raises:
+      ValueError: ``trained=False`` where a variable has moved from its
+        initial value; ``None`` where no variable can tell (the model
+        initialises none at a constant).
+    """
+    if trained is not None and not isinstance(trained, bool):
+        raise TypeError(
+            f"`trained` must be True, False or None, got {trained!r}."
+        )
+    if trained is False and evidence is not None:
+        raise ValueError(
+            f"`trained=False` says the weights are fresh, but {evidence}: "
+            "LessBN would drop what training put there. Pass `trained=True` "
+            "(or leave it out) to keep their function, or pass the model's "
+            "freshly initialised variables."
+        )
+    if trained is None and compared == 0:
+        raise ValueError(
+            "LessBN cannot tell whether these weights were trained: the "
+            "model initialises none of its BatchNorm statistics or biases at "
+            "a constant it could compare them with, and a trained model's "
+            "function would be changed (the FN head replaces its classifier). "
+            "Say which: `init(variables, trained=False)` for fresh weights, "
+            "`trained=True` for trained ones (also "
+            "`from_flax_train_state(..., trained=...)`)."
+        )
+    if trained:
+        return "as `trained=True` says"
+    return None if trained is False else evidence
 
 
 def folded_affine(
@@ -139,5 +213,6 @@ def refuse_trained_fn_head(head: str, reason: str) -> ValueError:
         "never replaced silently. Keep the trained head by building the step "
         "with the FN head off (auto_boost config {'less_bn': {'fn_flag': "
         "False}}; the removed BatchNorms are then folded into the layers "
-        "before them), or start from fresh variables of the model."
+        "before them), or start from fresh variables of the model (if these "
+        "are fresh, say so: `init(variables, trained=False)`)."
     )

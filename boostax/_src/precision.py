@@ -255,6 +255,31 @@ def cast_floating(tree: PyTree, dtype) -> PyTree:
     return jax.tree.map(cast, tree)
 
 
+def master_params(params: PyTree) -> PyTree:
+    """`params` as float32 master weights.
+
+    A floating-point leaf narrower than float32 (bfloat16, float16) is cast
+    to float32, which holds its value exactly; every other leaf is kept.
+    Updates, optimizer moments and the weights themselves then accumulate
+    in float32: a half-precision master loses small updates to rounding
+    (a bfloat16 weight near 1 moves in steps of 2**-7). Computing in half
+    precision is the `PrecisionPolicy`'s job, which casts the masters for
+    the forward pass.
+    """
+
+    def upcast(x):
+        dtype = getattr(x, "dtype", None)
+        if (
+            dtype is not None
+            and jnp.issubdtype(dtype, jnp.floating)
+            and jnp.finfo(dtype).bits < 32
+        ):
+            return jnp.asarray(x, jnp.float32)
+        return x
+
+    return jax.tree.map(upcast, params)
+
+
 def check_cast_batch(value: Any, *, allow_function: bool = True) -> Any:
     """Validates a ``cast_batch=`` argument (see `cast_batch_leaves`);
     without `allow_function`, what such a function returned."""

@@ -355,6 +355,7 @@ class StepBuilder:
     def init_state(self, variables: Any, rng: jax.Array | None) -> TrainState:
         """The `TrainState` at step 0 (on the mesh, with data parallelism)."""
         params, model_state = self.objective.split(variables)
+        params = precision_lib.master_params(params)
         plan = self.plan(params, model_state, record=True)
         state = TrainState(
             step=jnp.zeros([], jnp.int32),

@@ -387,8 +387,19 @@ class TrainStep:
 
     # -- state ------------------------------------------------------------
 
-    def init(self, variables: Any, *, rng: jax.Array | None = None):
+    def init(
+        self,
+        variables: Any,
+        *,
+        rng: jax.Array | None = None,
+        trained: bool | None = None,
+    ):
         """Builds the initial `TrainState`.
+
+        The params become float32 master weights whatever dtype they come
+        in (bfloat16 or float16 values are exact in float32): the optimizer
+        state and updates are float32, and computing in half precision is
+        the `precision` policy's job.
 
         Args:
           variables: the model's variables: the dict from ``module.init``
@@ -396,13 +407,37 @@ class TrainStep:
             module), the params pytree for a plain loss function.
           rng: base PRNG key for the model's random streams (dropout);
             default ``jax.random.PRNGKey(0)``.
+          trained: where LessBN changes the model, whether `variables` were
+            trained: ``True`` keeps their function (each removed BatchNorm
+            folded into the layer before it; an FN head in place of a
+            trained classifier refused), ``False`` applies LessBN's
+            initialisation (removed BatchNorms dropped, zero-initialised
+            residual scales, a fresh FN head). ``None`` reads it from the
+            variables that the model initialises at a constant (BatchNorm
+            statistics, biases, scales), each against the model's own
+            initialiser, and raises where none can tell. Elsewhere nothing
+            depends on it.
 
         Returns:
           A `TrainState` at step 0. Its arrays are never the ones given: with
           `donate_state`, the step frees the buffers of the state it is
           given, so `variables` and `rng` stay valid only because the state
           holds copies of them (made once, here).
+
+        Raises:
+          ValueError: LessBN cannot keep the weights' function (see
+            `trained`), or ``trained=False`` for weights a variable shows
+            were trained.
         """
+        if trained is not None and not isinstance(trained, bool):
+            raise TypeError(
+                f"`trained` must be True, False or None, got {trained!r}."
+            )
+        convert = getattr(self.objective, "convert_variables", None)
+        if convert is not None and variables is not None:
+            # LessBN's conversion, told what the caller knows; the split
+            # inside `init_state` then finds the variables converted.
+            variables = convert(variables, trained=trained)
         state = self.builder.init_state(variables, rng)
         return self.own_copy(state) if self.donate_state else state
 

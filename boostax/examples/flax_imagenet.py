@@ -66,7 +66,11 @@ class ResNetBlock(nn.Module):
     def __call__(self, x):
         y = self.conv(self.filters, (3, 3), self.strides)(x)
         y = self.act(self.norm()(y))
-        y = self.norm()(self.conv(self.filters, (3, 3))(y))
+        # Each block starts as its shortcut: the branch's last BatchNorm
+        # scales by zero at initialisation (as the example's models.py).
+        y = self.norm(scale_init=nn.initializers.zeros_init())(
+            self.conv(self.filters, (3, 3))(y)
+        )
         if x.shape != y.shape:
             x = self.conv(self.filters, (1, 1), self.strides, name="conv_proj")(
                 x
