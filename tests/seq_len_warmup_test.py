@@ -410,6 +410,101 @@ class StepTest(absltest.TestCase):
         self.assertLess(report.ratios["flops"], 1.0)
 
 
+class BatchKeysTest(absltest.TestCase):
+    """The leaves cut through the step: `batch_keys`, `keys`, a model
+    without sequences."""
+
+    def test_batch_keys_name_the_sequences(self):
+        data = [lm1b_batch(np.random.default_rng(i), 4) for i in range(7)]
+
+        def make(**kwargs):
+            return boostax.make_train_step(
+                optax.adam(1e-2),
+                model=Tiny(),
+                loss=cross_entropy,
+                batch_keys=("inputs", "targets"),
+                **kwargs,
+            )
+
+        step = make(seq_len_warmup=boostax.seq_len_warmup(10, **WARMUP))
+        state = step.init(variables())
+        for batch in data:
+            state, _ = step(state, batch)
+        lengths = [step.program_at(i)[1] for i in range(7)]
+        self.assertEqual(lengths, [8, 8, 8, 12, 12, 12, 16])
+        plain = make()
+        expected = plain.init(variables())
+        for length, batch in zip(lengths, data, strict=True):
+            cut = {k: batch[k][:, :length] for k in ("inputs", "targets")}
+            expected, _ = plain(expected, cut)
+        _utils.assert_trees_equal(state.params, expected.params)
+
+    def test_keys_of_a_loss_function(self):
+        data = [lm1b_batch(np.random.default_rng(i), 4) for i in range(4)]
+
+        def loss_fn(w, batch):  # reads the features and labels whole
+            x = jax.nn.one_hot(batch["inputs"], VOCAB) @ w
+            bias = batch["features"].mean() + batch["label"].mean()
+            return jnp.mean((x - batch["targets"][..., None]) ** 2) + bias
+
+        def make(**kwargs):
+            return boostax.make_train_step(
+                optax.sgd(0.1), loss_fn=loss_fn, **kwargs
+            )
+
+        warmup = boostax.seq_len_warmup(
+            10, **WARMUP, keys=("inputs", "targets")
+        )
+        step = make(seq_len_warmup=warmup)
+        state = step.init(jnp.ones((VOCAB, 1)))
+        plain = make()
+        expected = plain.init(jnp.ones((VOCAB, 1)))
+        for i, batch in enumerate(data):
+            state, _ = step(state, batch)
+            length = step.program_at(i)[1]
+            cut = dict(batch)
+            cut.update(inputs=batch["inputs"][:, :length])
+            cut.update(targets=batch["targets"][:, :length])
+            expected, _ = plain(expected, cut)
+        lengths = [step.program_at(i)[1] for i in range(4)]
+        self.assertEqual(lengths, [8, 8, 8, 12])
+        _utils.assert_trees_equal(state.params, expected.params)
+
+    def test_a_model_without_sequences_names_the_warm_up(self):
+        class MLP(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.Dense(3)(nn.relu(nn.Dense(4)(x)))
+
+        def make():
+            return boostax.make_train_step(
+                optax.sgd(0.1),
+                model=MLP(),
+                loss=cross_entropy,
+                seq_len_warmup=boostax.seq_len_warmup(10, **WARMUP),
+            )
+
+        def mlp_variables(width):
+            return MLP().init(jax.random.PRNGKey(0), jnp.zeros((1, width)))
+
+        batch = (np.ones((4, FULL), np.float32), np.zeros(4, np.int32))
+        step = make()
+        with self.assertRaisesRegex(
+            ValueError,
+            r"seq_len_warmup: the step fails on the batch cut to its first 8 "
+            r"of 16 positions along `seq_axis` 1 \(the leaves cut: "
+            r"batch\[0\] \(4, 16\)\), and runs on the whole batch.*needs a "
+            r"model of sequences.*name the entries that hold sequences",
+        ):
+            step(step.init(mlp_variables(FULL)), batch)
+        # A state that does not fit the whole batch either: the model's own
+        # error, not the warm-up's.
+        step = make()
+        with self.assertRaisesRegex(ValueError, "params do not fit") as caught:
+            step(step.init(mlp_variables(FULL + 1)), batch)
+        self.assertNotIn("seq_len_warmup", str(caught.exception))
+
+
 class FreezingTest(absltest.TestCase):
     def test_programs_are_depth_and_length(self):
         data = batches(8)

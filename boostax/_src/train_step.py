@@ -553,14 +553,16 @@ class TrainStep:
                     "The programs of a sequence-length warm-up depend on the "
                     "batch: call after the first step or `compile_all`."
                 )
-            lengths = warmup.bind(
-                warmup.max_seq_length
-                or seq_len_warmup_lib.sequence_length(batch, warmup.seq_axis),
+            lengths = warmup.bind_batch(
+                batch,
                 seq_len_warmup_lib.micro_steps(
                     self.plan(state.params).optimizer,
                     state.opt_state,
                     self.freezing,
                 ),
+                # A dict batch's (inputs, targets) entries: the sequences,
+                # unless the warm-up names its own `keys`.
+                batch_keys=getattr(self.objective, "batch_keys", None),
             )
         self._schedule = program_schedule.ProgramSchedule(
             self.freezing, self.freeze_warmup_steps, self._warmup_given, lengths
@@ -574,12 +576,12 @@ class TrainStep:
         shapes and dtypes of the arguments (JAX traces again for new ones),
         before the model is traced, and cost nothing per call.
         """
-        truncate = None
+        lengths = length = None
         freeze_key: executables_lib.FreezeKey
         if self.seq_len_warmup is not None:  # a (depth, length) program
             assert isinstance(key, tuple) and self._schedule is not None
             freeze_key, length = key
-            truncate = self._schedule.lengths.truncate(length)
+            lengths = self._schedule.lengths
         else:
             assert not isinstance(key, tuple)
             freeze_key = key
@@ -588,12 +590,14 @@ class TrainStep:
 
         @functools.wraps(step)
         def checked_step(state, batch):
-            if truncate is not None:
-                batch = truncate(batch)
             check_batch(batch)  # shapes only
             return step(state, batch)
 
-        return checked_step
+        if lengths is None:
+            return checked_step
+        # The batch cut to the length first; a model that fails on the cut
+        # batch alone is said to, naming the warm-up.
+        return lengths.cut_step(checked_step, length)
 
     def _batch(self, batch):
         if self.data_parallel is None:
@@ -638,6 +642,16 @@ class TrainStep:
             return None
         schedule = self._schedule or self._program_schedule()
         return schedule.program_at(position)
+
+    @property
+    def program_lengths(self) -> seq_len_warmup_lib.Lengths | None:
+        """The sequence-length warm-up's `seq_len_warmup.Lengths`: the
+        length of every step, and the cut of the batch (bound to the
+        first batch: after the first call, `trace` or `compile_all`);
+        ``None`` without a warm-up or before."""
+        if self.seq_len_warmup is None or self._schedule is None:
+            return None
+        return self._schedule.lengths
 
     def program_shares(self) -> dict[Any, float]:
         """``{program: fraction of the steps it runs}`` over the planned run

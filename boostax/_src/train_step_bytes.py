@@ -9,7 +9,6 @@ and the function its backward pass differentiates.
 
 from __future__ import annotations
 
-from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src.step_bytes import StepBytes, read_step_bytes
 
@@ -40,15 +39,17 @@ def step_bytes(
     # First: `trace` checks the state (a wrong one is named, not an
     # AttributeError inside the builder).
     traced = train_step.trace(state, batch, depth)
-    length = None
+    truncate = None
     if isinstance(depth, tuple):  # a sequence-length warm-up's program
         depth, length = depth
+        # The leaves the step cuts (`trace` bound its lengths to `batch`).
+        lengths = train_step.program_lengths
+        assert lengths is not None
+        truncate = lengths.truncate(length)
 
     def differentiated(state, batch):
-        if length is not None:
-            batch = seq_len_warmup_lib.truncate_sequence(
-                batch, length, seq_axis=train_step.seq_len_warmup.seq_axis
-            )
+        if truncate is not None:
+            batch = truncate(batch)
         # Traced: the residuals' shapes need no values, so `state` may be
         # shapes alone (a baseline's, from `jax.eval_shape`).
         return train_step.builder.differentiated(state, batch, depth)
