@@ -189,9 +189,9 @@ class TruncateTest(parameterized.TestCase):
     @parameterized.parameters(("inputs", "targets"), ["targets", "inputs"])
     def test_keys_cut_the_named_entries_only(self, *keys):
         batch = lm1b_batch(np.random.default_rng(2))
-        out = jax.jit(
-            lambda b: boostax.truncate_sequence(b, 4, keys=keys)
-        )(batch)
+        out = jax.jit(lambda b: boostax.truncate_sequence(b, 4, keys=keys))(
+            batch
+        )
         expected = dict(batch)
         expected.update(inputs=batch["inputs"][:, :4])
         expected.update(targets=batch["targets"][:, :4])
@@ -293,10 +293,18 @@ class StepTest(absltest.TestCase):
         warmup = boostax.seq_len_warmup(10, **WARMUP)
         step = self.make(seq_len_warmup=warmup)
         state = step.init(variables())
+        seen = []
         for batch in data:
             state, metrics = step(state, batch)
+            seen.append((metrics["sequence_length"], metrics["tokens"]))
         lengths = [step.program_at(i)[1] for i in range(8)]
         self.assertEqual(lengths, [8, 8, 8, 12, 12, 12, 16, 16])
+        # The metrics say what each step trained on.
+        rows = len(data[0][0])
+        self.assertEqual(
+            [(int(n), int(t)) for n, t in seen],
+            [(n, rows * n) for n in lengths],
+        )
         self.assertEqual(step.trace_count, 3)  # each length compiled once
         self.assertEqual(
             step.program_shares(),
@@ -376,9 +384,11 @@ class StepTest(absltest.TestCase):
         )
         state = step.init(variables())
         for batch in data:
-            state, _ = step(state, batch)
+            state, metrics = step(state, batch)
         lengths = [step.program_at(i)[1] for i in range(7)]
         self.assertEqual(lengths, [8, 8, 8, 12, 12, 12, 16])
+        # The global batch's tokens, not one device's.
+        self.assertEqual(int(metrics["tokens"]), 8 * 16)
         _utils.assert_trees_all_close(
             jax.device_get(state.params),
             by_hand(self.make(), lengths, data).params,
@@ -429,9 +439,11 @@ class BatchKeysTest(absltest.TestCase):
         step = make(seq_len_warmup=boostax.seq_len_warmup(10, **WARMUP))
         state = step.init(variables())
         for batch in data:
-            state, _ = step(state, batch)
+            state, metrics = step(state, batch)
         lengths = [step.program_at(i)[1] for i in range(7)]
         self.assertEqual(lengths, [8, 8, 8, 12, 12, 12, 16])
+        # The global batch's tokens, not one device's.
+        self.assertEqual(int(metrics["tokens"]), 8 * 16)
         plain = make()
         expected = plain.init(variables())
         for length, batch in zip(lengths, data, strict=True):

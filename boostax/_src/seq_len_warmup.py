@@ -57,10 +57,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from boostax._src import accumulation as accumulation_lib
@@ -414,15 +416,33 @@ class Lengths:
         def on_cut_batch(state, batch):
             short = cut(batch)  # refusals of the batch itself pass as they are
             if length == self.full_length:
-                return step(state, short)
+                return self._with_tokens(step(state, short), short, length)
             try:
-                return step(state, short)
+                outputs = step(state, short)
             except Exception as error:
                 if not _traces(step, state, batch):
                     raise  # the full batch fails too: not the warm-up's
                 raise self._cut_error(batch, length, error) from error
+            return self._with_tokens(outputs, short, length)
 
         return on_cut_batch
+
+    def _with_tokens(self, outputs, short, length: int):
+        """A step's ``(state, metrics)`` with the warm-up's metrics added:
+        ``sequence_length``, the positions the step trained on, and
+        ``tokens``, the batch's sequences times that length (the first leaf
+        cut: its sizes up to `seq_axis`), both known when the step is
+        traced. A loop that times its steps divides ``tokens`` by the time
+        for tokens per second."""
+        new_state, metrics = outputs
+        indices, _ = _find_sequences(short, self.warmup.seq_axis, self._scope)
+        shape = np.shape(jax.tree.leaves(short)[indices[0]])
+        tokens = math.prod(shape[: self.warmup.seq_axis + 1])
+        return new_state, {
+            **metrics,
+            "sequence_length": jnp.asarray(length, jnp.int32),
+            "tokens": jnp.asarray(tokens, jnp.int32),
+        }
 
     def _cut_error(self, batch, length, error) -> ValueError:
         axis = self.warmup.seq_axis
