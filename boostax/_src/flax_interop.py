@@ -362,7 +362,7 @@ def _reference_variables(train_step):
     inputs = model_graph_lib.as_inputs(sample)
     return jax.eval_shape(
         lambda *x: objective.module.init(
-            jax.random.PRNGKey(0), *x, **objective.eval_kwargs
+            model_graph_lib.init_rngs(), *x, **objective.eval_kwargs
         ),
         *inputs,
     )

@@ -97,6 +97,19 @@ def explained(objective, params, inputs, *, train: bool) -> Iterator[None]:
         stream = re.search(r'needs PRNG for "([^"]+)"', str(e))
         if stream is None:
             raise
+        if not train:
+            # Evaluation draws no random numbers: the model's evaluation
+            # mode is not what `predict` calls.
+            raise ValueError(
+                f"In evaluation (`predict`), the model draws from the RNG "
+                f"stream {stream.group(1)!r}: it is still in training mode "
+                f"with the call arguments `eval_kwargs` "
+                f"({objective.eval_kwargs!r}). Pass the arguments that switch "
+                "it to evaluation (`eval_kwargs=` to auto_boost or "
+                "make_train_step), or, where a field of the model does (Flax's"
+                " lm1b: `deterministic` in its config), the evaluation model: "
+                "`ts.predict(state, inputs, model=eval_model)`."
+            ) from e
         raise ValueError(
             f"The model draws from the RNG stream {stream.group(1)!r}, "
             f"which `rng_collections` ({objective.rng_collections!r}) does "

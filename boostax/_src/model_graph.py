@@ -256,6 +256,16 @@ def _abstract(tree):
     )
 
 
+def init_rngs() -> dict[str, jax.Array]:
+    """The keys a Linen model is initialised or traced with here.
+
+    ``'params'``, and ``'dropout'``: a model whose dropout is switched by a
+    field rather than a call argument (Flax's lm1b: ``deterministic`` in
+    its config) draws from it whatever the call, as its training does.
+    """
+    return {"params": jax.random.PRNGKey(0), "dropout": jax.random.PRNGKey(1)}
+
+
 def trace_linen(
     module: nn.Module, inputs: Sequence[Any], apply_kwargs: dict[str, Any]
 ) -> tuple[jex_core.ClosedJaxpr, list[ModuleCall], int]:
@@ -265,16 +275,19 @@ def trace_linen(
     variables (the rest are the model inputs).
     """
     calls: list[ModuleCall] = []
+    rngs = {"dropout": init_rngs()["dropout"]}
 
     def forward(variables, *x):
         with _record_linen_calls(calls):
             # Mutable, so that training mode (batch statistics) traces too.
-            return module.apply(variables, *x, mutable=True, **apply_kwargs)
+            return module.apply(
+                variables, *x, mutable=True, rngs=rngs, **apply_kwargs
+            )
 
     with _on_sample_inputs(inputs):
         inputs = _abstract(tuple(inputs))
         variables = jax.eval_shape(
-            lambda *x: module.init(jax.random.PRNGKey(0), *x, **apply_kwargs),
+            lambda *x: module.init(init_rngs(), *x, **apply_kwargs),
             *inputs,
         )
         jaxpr = jax.make_jaxpr(forward)(variables, *inputs)
@@ -558,7 +571,7 @@ def param_shapes(model: Any, sample_inputs: Any) -> Any:
     with _on_sample_inputs(inputs):
         inputs = _abstract(inputs)
         variables = jax.eval_shape(
-            lambda *x: model.init(jax.random.PRNGKey(0), *x, **kwargs),
+            lambda *x: model.init(init_rngs(), *x, **kwargs),
             *inputs,
         )
     return variables["params"]

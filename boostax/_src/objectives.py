@@ -45,7 +45,7 @@ from boostax._src.batches import (
     check_batch_sizes,
     inputs_and_targets,
 )
-from boostax._src.model_graph import accepts_train
+from boostax._src.model_graph import accepts_train, init_rngs
 
 PyTree = Any
 LossAux = tuple[PyTree, dict[str, jax.Array]]
@@ -225,9 +225,7 @@ class LinenObjective:
 
     def initial_variables(self, batch):
         inputs, _ = inputs_and_targets(batch, self.batch_keys)
-        return self.module.init(
-            jax.random.PRNGKey(0), inputs, **self.eval_kwargs
-        )
+        return self.module.init(init_rngs(), inputs, **self.eval_kwargs)
 
     def loss_fn(self, params, model_state, batch, rng):
         inputs, targets = inputs_and_targets(batch, self.batch_keys)
@@ -261,10 +259,22 @@ class LinenObjective:
         value, metrics = _call_loss(self.loss, self.has_aux, outputs, targets)
         return value, (new_state, metrics)
 
-    def predict(self, params, model_state, inputs):
+    def predict(self, params, model_state, inputs, module=None):
+        """The outputs of `module` (default: the objective's) in evaluation.
+
+        `module` is another Linen module of the same variables: a script's
+        evaluation model (Flax's lm1b builds ``TransformerLM(eval_config)``
+        with ``deterministic=True``). Where the objective's module wraps
+        the original (LessBN's `LinenLessBN`), the same wrapper is put
+        around `module`.
+        """
+        if module is None:
+            module = self.module
+        else:
+            module = _wrapped_like(self.module, module)
         explained = model_errors.explained(self, params, inputs, train=False)
         with explained, step_attributes_lib.linen_step_attributes():
-            return self.module.apply(
+            return module.apply(
                 self.merge(params, model_state), inputs, **self.eval_kwargs
             )
 
@@ -278,6 +288,21 @@ class LinenObjective:
         """
         constant = getattr(self.module, "constant_variables", None)
         return None if constant is None else constant(model_state)
+
+
+def _wrapped_like(wrapper: nn.Module, module: nn.Module) -> nn.Module:
+    """`module` in the wrapper the objective's module is (LessBN's, whose
+    `network` field holds the original), or as it is."""
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            "`model` of `predict` must be a Flax Linen module of the step's "
+            f"variables (e.g. the script's evaluation model), got "
+            f"{type(module).__name__}."
+        )
+    network = getattr(wrapper, "network", None)
+    if isinstance(network, nn.Module):
+        return wrapper.clone(network=module)
+    return module
 
 
 class NNXObjective:

@@ -301,6 +301,13 @@ class TrainStep:
         # (built on the first call).
         self._schedule: program_schedule.ProgramSchedule | None = None
         self._predict = jax.jit(objective.predict)
+        # Another Linen module (hashable, compared by its fields) is a
+        # static argument: one program per evaluation model.
+        self._predict_with = (
+            jax.jit(objective.predict, static_argnums=3)
+            if isinstance(objective, objectives_lib.LinenObjective)
+            else None
+        )
 
     # -- what the step was built from (read-only views) --------------------
 
@@ -755,10 +762,29 @@ class TrainStep:
         (arrays, or their shapes: ``jax.ShapeDtypeStruct``)."""
         return self.trace(state, batch, depth).lower()
 
-    def predict(self, state: TrainState, inputs):
-        """The model's outputs on `inputs` in evaluation mode."""
+    def predict(self, state: TrainState, inputs, *, model=None):
+        """The model's outputs on `inputs` in evaluation mode.
+
+        Args:
+          state: a state of this step.
+          inputs: a batch of the model's inputs.
+          model: a Linen model: another module of the same variables to
+            evaluate, for a model whose evaluation mode is a field rather
+            than a call argument (Flax's lm1b evaluates
+            ``TransformerLM(config.replace(deterministic=True))``; for call
+            arguments such as ``train=False`` the step's ``eval_kwargs``
+            are used). With LessBN it is reduced as the step's model is.
+            ``None``: the step's model.
+
+        Raises:
+          TypeError: `model` with a step that is not a Linen model's (an
+            NNX module switches itself to evaluation: ``predict`` calls
+            its ``.eval()``).
+        """
         step_checks.require_state(state)
         try:
+            if model is not None:
+                return self._predict_other(state, inputs, model)
             return self._predict(state.params, state.model_state, inputs)
         except RuntimeError:
             # JAX's "Array has been deleted" does not say why; the state is
@@ -767,6 +793,25 @@ class TrainStep:
             if error is None:
                 raise
         raise error
+
+    def _predict_other(self, state: TrainState, inputs, model):
+        if not isinstance(self.objective, objectives_lib.LinenObjective):
+            raise TypeError(
+                "`predict(..., model=)` takes another Linen module of the "
+                "step's variables; this step trains "
+                + (
+                    "an NNX module, which predict switches to evaluation "
+                    "with its own .eval() (Dropout deterministic, BatchNorm "
+                    "on its running averages)"
+                    if isinstance(self.objective, objectives_lib.NNXObjective)
+                    else "a loss function: give auto_boost `predict_fn=`"
+                )
+                + "."
+            )
+        assert self._predict_with is not None  # a Linen objective's
+        return self._predict_with(
+            state.params, state.model_state, inputs, model
+        )
 
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""

@@ -1,0 +1,128 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A model whose dropout is a field of its config, as Flax's lm1b writes it.
+
+lm1b's ``TransformerLM(config)`` calls ``nn.Dropout(...)(x,
+deterministic=config.deterministic)`` and takes no ``train`` argument: it
+draws from ``'dropout'`` whenever it is traced in training form, and it is
+evaluated as another module, ``TransformerLM(config.replace(
+deterministic=True))``. The step traces it (LessBN's plan, freezing's
+groups) with a dropout key, and ``predict(..., model=)`` evaluates the
+script's evaluation model on the step's variables.
+"""
+
+import dataclasses
+
+import jax
+import numpy as np
+import optax
+from absl.testing import absltest
+from flax import linen as nn
+from flax import nnx
+
+import boostax
+from boostax.examples import models
+
+VOCAB = 16
+TOKENS = np.random.default_rng(0).integers(0, VOCAB, (4, 8)).astype(np.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    deterministic: bool = False
+
+
+class LM(nn.Module):
+    config: Config
+
+    @nn.compact
+    def __call__(self, inputs):
+        x = nn.Embed(VOCAB, 8)(inputs)
+        x = nn.Dropout(0.5)(x, deterministic=self.config.deterministic)
+        return nn.Dense(VOCAB)(x)
+
+
+def token_loss(logits, targets):
+    return optax.softmax_cross_entropy_with_integer_labels(
+        logits, targets
+    ).mean()
+
+
+class DropoutByConfigTest(absltest.TestCase):
+    def test_traced_with_a_dropout_key_and_evaluated_as_the_eval_model(self):
+        model = LM(Config())
+        # The trace for O1's plan draws dropout: it used to fail, blaming
+        # `sample_inputs`.
+        with self.assertWarnsRegex(UserWarning, "no BatchNorm"):
+            ts = boostax.auto_boost(
+                "O1",
+                optimizer=optax.adam(1e-2),
+                model=model,
+                loss=token_loss,
+                sample_inputs=TOKENS,
+            )
+        variables = model.init(
+            {"params": jax.random.PRNGKey(0), "dropout": jax.random.PRNGKey(1)},
+            TOKENS,
+        )
+        state = ts.init(variables)
+        state, _ = ts(state, (TOKENS, TOKENS))
+        eval_model = LM(Config(deterministic=True))
+        outputs = ts.predict(state, TOKENS, model=eval_model)
+        np.testing.assert_array_equal(
+            outputs, eval_model.apply({"params": state.params}, TOKENS)
+        )
+        # The training model draws dropout: it cannot be evaluated as is,
+        # and the error says where the evaluation model goes.
+        with self.assertRaisesRegex(ValueError, "model=eval_model"):
+            ts.predict(state, TOKENS)
+
+    def test_less_bn_reduces_the_eval_model_as_the_step_model(self):
+        model = models.ResNet(stage_sizes=(1, 1), widths=(8, 16))
+        x = np.random.default_rng(1).normal(size=(4, 8, 8, 1))
+        x = x.astype(np.float32)
+        ts = boostax.auto_boost(
+            "O1",
+            {"grad_freeze": {"param_groups": 2, "total_steps": 4}},
+            optimizer=optax.sgd(0.05),
+            model=model,
+            loss=models.cross_entropy,
+            sample_inputs=x,
+        )
+        state = ts.init(model.init(jax.random.PRNGKey(0), x, train=False))
+        np.testing.assert_array_equal(
+            ts.predict(state, x, model=model), ts.predict(state, x)
+        )
+
+    def test_refused_where_there_is_no_linen_model(self):
+        class Net(nnx.Module):
+            def __init__(self, rngs):
+                self.dense = nnx.Linear(8, 2, rngs=rngs)
+
+            def __call__(self, x):
+                return self.dense(x)
+
+        ts = boostax.auto_boost(
+            "O0",
+            optimizer=optax.sgd(0.1),
+            model=Net(nnx.Rngs(0)),
+            loss=lambda y, t: ((y - t) ** 2).mean(),
+        )
+        state = ts.init(None)
+        with self.assertRaisesRegex(TypeError, r"\.eval\(\)"):
+            ts.predict(state, np.zeros((2, 8), np.float32), model=LM(Config()))
+        ts_linen = boostax.auto_boost(
+            "O0",
+            optimizer=optax.sgd(0.1),
+            model=LM(Config(deterministic=True)),
+            loss=token_loss,
+        )
+        state = ts_linen.init(
+            LM(Config(True)).init(jax.random.PRNGKey(0), TOKENS)
+        )
+        with self.assertRaisesRegex(TypeError, "Linen module"):
+            ts_linen.predict(state, TOKENS, model="eval")
+
+
+if __name__ == "__main__":
+    absltest.main()
