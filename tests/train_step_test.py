@@ -311,7 +311,8 @@ class TrainStepTest(parameterized.TestCase):
 
     def test_the_base_key_is_not_a_program_output(self):
         # Without donation, an output that is an input is a copy kernel
-        # and a new buffer per call: the key is put back on the host.
+        # and a new buffer per call: the key (and the state's fingerprint)
+        # is put back on the host.
         model = models.MLP(features=(8,))
         x, y = _batches(True, 1)[0]
         for donate in (False, True):
@@ -323,17 +324,19 @@ class TrainStepTest(parameterized.TestCase):
             )
             state = ts.init(model.init(jax.random.PRNGKey(0), x))
             rng = np.asarray(state.rng)
+            fingerprint = np.asarray(state.fingerprint)
             (program,) = ts.compile_all(state, (x, y)).values()
             outputs = len(jax.tree.leaves(state)) + 1  # and the loss
             self.assertLen(
                 jax.tree.leaves(program.compiled.out_info),
-                outputs - (not donate),
+                outputs - 2 * (not donate),
             )
             state, _ = ts(state, (x, y))  # the call puts it back
             state, _ = program(state, (x, y))  # and so does the program
             nested = jax.jit(ts.step)  # traceable
             state, _ = nested(state, (x, y))
             np.testing.assert_array_equal(state.rng, rng)
+            np.testing.assert_array_equal(state.fingerprint, fingerprint)
             self.assertEqual(int(state.step), 3)
 
     def test_no_host_callbacks_in_the_step(self):

@@ -547,6 +547,7 @@ class DataParallel:
             model_state=P(),
             rng=P(),
             algorithms=P(),
+            fingerprint=P(),
         )
 
     def _opt_state_specs(self, opt_state, sharded=None):

@@ -48,6 +48,7 @@ from boostax._src import (
     param_reads,
     step_checks,
     step_context,
+    train_state,
     tree_utils,
     validation,
 )
@@ -370,6 +371,9 @@ class StepBuilder:
             state = self.data_parallel.place_state(
                 state, plan.opt_state_specs, plan.param_specs
             )
+        # Of the placed state: a per-device optimizer state's leaves have
+        # their device axis, as a checkpoint of this state will.
+        state = train_state.with_fingerprint(state)
         if self._reference is None:
             self._reference = step_checks.abstract_slots(state)
         return state
@@ -391,10 +395,13 @@ class StepBuilder:
             ),
         }
         step_checks.check_slots(state, expected, plan.template)
+        if self._reference is not None:
+            step_checks.check_leaf_types(state, self._reference)
+        # Last: a state of this step's structure whose leaves were restored
+        # from a checkpoint of another one (a partial restore).
+        train_state.check_fingerprint(state)
         if self._reference is None:
             self._reference = step_checks.abstract_slots(state)
-        else:
-            step_checks.check_leaf_types(state, self._reference)
 
     # -- the step ---------------------------------------------------------
 

@@ -4,17 +4,50 @@
 
 Everything that changes during training lives here, so a state saved at
 step n and restored continues exactly as the uninterrupted run.
+
+A restore must also never half-succeed. Flax's
+``flax.training.checkpoints.restore_checkpoint(dir, target=template)``
+restores through Orbax's transformation mode (it always passes
+``transforms``: ``{}``, or a fallback for each ``None`` of the template),
+which takes from the checkpoint only the leaves whose paths the template
+also has, whatever their shapes, keeps the template's value of every other
+leaf and drops the checkpoint's others, with no error. A checkpoint of
+another level (LessBN removes BatchNorms, freezing adds a position) comes
+back as a mix of it and the template. So every state carries its
+*fingerprint* (`structure_fingerprint`): a hash of the paths and dtypes of
+its leaves, saved with them. A restored state whose leaves do not have the
+structure its fingerprint records is refused (`check_fingerprint`) by
+Flax's restore itself (`TrainState`'s Flax deserialisation checks it, and
+that every leaf has the template's shape) and by the train step it is
+given.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from typing import Any, NamedTuple
 
 import flax.struct
 import jax
+import jax.numpy as jnp
+import numpy as np
 import optax
+from flax import serialization
 
 PyTree = Any
+
+# The parts of a state the fingerprint hashes one by one, so that a refusal
+# can say which differ (the fingerprint itself is not among them).
+FINGERPRINT_SLOTS = (
+    "step",
+    "params",
+    "opt_state",
+    "model_state",
+    "rng",
+    "algorithms.loss_scale",
+    "algorithms.freeze",
+)
 
 
 class AlgorithmStates(NamedTuple):
@@ -51,6 +84,14 @@ class TrainState(flax.struct.PyTreeNode):
         NNX RNG counters); ``None`` for a plain loss function.
       rng: the base PRNG key; step ``i`` uses ``fold_in(rng, i)``.
       algorithms: the `AlgorithmStates` of the boost algorithms.
+      fingerprint: ``uint32[7]``, the `structure_fingerprint` of the state
+        the step's `init` built: one hash per slot of `FINGERPRINT_SLOTS`
+        of its leaves' paths and dtypes. It never changes (the
+        step returns it as given, as `rng`: no output of its program), and
+        it is saved and restored with the state, so that a restore that
+        mixed a checkpoint with a template of another structure is refused
+        (`check_fingerprint`). ``None`` only in a state no `init` built,
+        which a train step refuses.
     """
 
     step: jax.Array
@@ -59,3 +100,234 @@ class TrainState(flax.struct.PyTreeNode):
     model_state: PyTree
     rng: jax.Array
     algorithms: AlgorithmStates = AlgorithmStates()
+    fingerprint: jax.Array | None = None
+
+
+# -- the fingerprint --------------------------------------------------------
+
+
+def _slot(state: Any, name: str) -> Any:
+    for part in name.split("."):
+        state = getattr(state, part, None)
+    return state
+
+
+def _key_name(key: Any) -> str:
+    """A key's name as Orbax and Flax name it in a checkpoint (a dict key,
+    an attribute and an index alike), so that the fingerprint differs
+    exactly where their restores match leaves differently."""
+    for attribute in ("key", "name", "idx"):
+        if hasattr(key, attribute):
+            return str(getattr(key, attribute))
+    return str(key)
+
+
+def _dtype(leaf: Any) -> str:
+    if hasattr(leaf, "dtype"):
+        return str(leaf.dtype)
+    return str(np.result_type(leaf))  # a Python number
+
+
+def structure_fingerprint(state: TrainState) -> np.ndarray:
+    """The fingerprint of `state`'s structure, ``uint32[7]``.
+
+    Entry ``i`` is a 32-bit BLAKE2b hash of slot ``FINGERPRINT_SLOTS[i]``
+    of `state`: of ``path:dtype;`` for each of its leaves in order, the path
+    named as a checkpoint names it. Two states get the same fingerprint
+    exactly when a restore of one into the other finds every leaf in the
+    checkpoint, in its dtype (up to a 2^-32 chance per slot). Values,
+    shardings and shapes play no part: a restore checks shapes itself
+    (Orbax; Flax's, `TrainState`'s deserialisation), and Orbax's
+    ``strict=False`` restores per-device accumulators onto another device
+    count on purpose (docs/scaling.md); the step checks every leaf's shape
+    against its own state's. Works on arrays and on their shapes
+    (``jax.ShapeDtypeStruct``).
+
+    Args:
+      state: a `TrainState`.
+
+    Returns:
+      A NumPy ``uint32`` array with one hash per slot of
+      `FINGERPRINT_SLOTS`.
+    """
+    hashes = []
+    for name in FINGERPRINT_SLOTS:
+        digest = hashlib.blake2b(digest_size=4)
+        leaves = jax.tree_util.tree_leaves_with_path(_slot(state, name))
+        for path, leaf in leaves:
+            names = "/".join(_key_name(key) for key in path)
+            digest.update(f"{names}:{_dtype(leaf)};".encode())
+        hashes.append(int.from_bytes(digest.digest(), "little"))
+    return np.asarray(hashes, np.uint32)
+
+
+def with_fingerprint(state: TrainState) -> TrainState:
+    """`state` with its ``fingerprint`` set to its
+    `structure_fingerprint`, placed as ``state.step`` is (replicated on
+    the mesh of a data-parallel state, in every process)."""
+    fingerprint = structure_fingerprint(state)
+    sharding = getattr(state.step, "sharding", None)
+    if sharding is None:
+        value = jnp.asarray(fingerprint)
+    else:
+        value = jax.make_array_from_callback(
+            fingerprint.shape, sharding, lambda index: fingerprint[index]
+        )
+    return state.replace(fingerprint=value)
+
+
+_CONVERT = (
+    "Restore a checkpoint into the template of the step that saved it "
+    "(the same level, config, optimizer and model: `ts.init(variables)` of "
+    "that step). To go on at another level or config, convert the restored "
+    "state: `flax_state = boostax.to_flax_train_state(saved_ts, state, "
+    "cls)` (`cls`: a flax.training TrainState subclass with a "
+    "`batch_stats` field, for a model with BatchNorm), then `state = "
+    "boostax.from_flax_train_state(new_ts, flax_state, "
+    "init_optimizer=True)`: LessBN folds each trained BatchNorm it removes "
+    "into the layer before it (build `new_ts` with {'less_bn': "
+    "{'fn_flag': False}} to keep a trained dense head), and the optimizer "
+    "state starts afresh. See docs/checkpointing.md."
+)
+
+
+def check_fingerprint(state: TrainState, *, restoring: bool = False) -> None:
+    """Raises unless `state`'s leaves have the structure its fingerprint
+    records.
+
+    A state whose ``fingerprint`` differs from its own
+    `structure_fingerprint` mixes the leaves of two states: a checkpoint
+    restored into the template of another structure, by a restore that
+    keeps the template's value of the leaves the checkpoint lacks (Flax's
+    ``restore_checkpoint``, Orbax's ``transforms``), or silently casts them
+    (Orbax restoring into other dtypes). A fingerprint that is not a
+    concrete array (a ``jax.ShapeDtypeStruct``, a tracer, a donated array)
+    is not compared.
+
+    Args:
+      state: a `TrainState`.
+      restoring: the check of Flax's restore (`TrainState`'s Flax
+        deserialisation): the message speaks of the checkpoint and the
+        template (``target``).
+
+    Raises:
+      ValueError: the fingerprint is ``None`` (not `restoring`), or it
+        differs: the message names the slots whose structure differs and
+        the way to restore and convert that works.
+    """
+    given = getattr(state, "fingerprint", None)
+    if given is None:
+        if restoring:
+            return  # a template no `init` built: nothing to compare
+        raise ValueError(
+            "`state.fingerprint` is None: the state was not "
+            "built by a step's `init`, or lost its fingerprint. Build it "
+            "with `state = ts.init(variables)`, or restore a checkpoint "
+            "into the template `init` returns."
+        )
+    if isinstance(given, jax.ShapeDtypeStruct | jax.core.Tracer) or (
+        isinstance(given, jax.Array) and given.is_deleted()
+    ):
+        return  # shapes only, traced, or donated (checked elsewhere)
+    given = np.asarray(given)
+    expected = structure_fingerprint(state)
+    if given.shape == expected.shape and np.array_equal(given, expected):
+        return
+    if given.shape == expected.shape:
+        differ = ", ".join(
+            f"`{name}`"
+            for name, a, b in zip(FINGERPRINT_SLOTS, given, expected)
+            if a != b
+        )
+    else:
+        differ = (
+            f"its fingerprint ({given.size} entries, this version's has "
+            f"{expected.size}: another version of boostax saved it)"
+        )
+    if restoring:
+        raise ValueError(
+            "The checkpoint does not fit the template (`target`) it is "
+            "restored into: it differs from the template in the structure "
+            f"(the paths or dtypes of the leaves) of {differ}, as a "
+            "checkpoint of another level, config or model does. Flax's "
+            "`restore_checkpoint` would take from it only the leaves the "
+            "template also has, keep the template's values of the others "
+            f"and drop the rest, without an error. {_CONVERT}"
+        )
+    raise ValueError(
+        "The state mixes the leaves of two states: `state.fingerprint` "
+        "records the structure of the state it was saved from, which "
+        "differs from this state's in the structure (the paths or dtypes "
+        f"of the leaves) of {differ}. A checkpoint "
+        "restored into the template of another level, config or model "
+        "gives such a state when the restore keeps the template's values "
+        "of the leaves the checkpoint lacks (Flax's `restore_checkpoint`, "
+        "Orbax's `transforms`) or casts them to the template's dtypes "
+        f"(Orbax). {_CONVERT}"
+    )
+
+
+# -- Flax serialisation: the restore of `restore_checkpoint` -----------------
+
+
+def _to_state_dict(state: TrainState) -> dict[str, Any]:
+    return {
+        field.name: serialization.to_state_dict(getattr(state, field.name))
+        for field in dataclasses.fields(state)
+    }
+
+
+def _check_shapes(target: TrainState, restored: TrainState) -> None:
+    """Raises where a restored leaf's shape is not the template's: Orbax's
+    transformation mode returns the checkpoint's array as it is."""
+    wanted = jax.tree_util.tree_leaves_with_path(target)
+    got = jax.tree.leaves(restored)
+    if len(wanted) != len(got):
+        return  # `None`s of a template no `init` built: nothing to compare
+    for (path, want), leaf in zip(wanted, got, strict=True):
+        if not (hasattr(want, "shape") and hasattr(leaf, "shape")):
+            continue
+        if tuple(want.shape) != tuple(leaf.shape):
+            raise ValueError(
+                "The checkpoint does not fit the template (`target`) it is "
+                f"restored into: `state{jax.tree_util.keystr(path)}` has "
+                f"shape {tuple(leaf.shape)} in the checkpoint, "
+                f"{tuple(want.shape)} in the template (a leaf of another "
+                "model; or a per-device state saved on another device "
+                "count, which Orbax's `StandardRestore(target, "
+                "strict=False)` restores where it is exact: "
+                f"docs/scaling.md). {_CONVERT}"
+            )
+
+
+def _from_state_dict(target: TrainState, state_dict: dict[str, Any]):
+    """Flax's restore of a dataclass (``flax.struct``'s), then
+    `check_fingerprint` and the shapes: Flax's ``restore_checkpoint`` and
+    ``from_state_dict`` / ``from_bytes`` end here, after Orbax's
+    transformation mode has put the template's values where the
+    checkpoint had none, and kept the checkpoint's shapes."""
+    names = [field.name for field in dataclasses.fields(target)]
+    missing = [name for name in names if name not in state_dict]
+    unexpected = [name for name in state_dict if name not in names]
+    if missing or unexpected:
+        raise ValueError(
+            "The state dict does not hold a boostax TrainState at path "
+            f"{serialization.current_path()}: missing fields {missing}, "
+            f"unexpected fields {unexpected}. {_CONVERT}"
+        )
+    restored = target.replace(
+        **{
+            name: serialization.from_state_dict(
+                getattr(target, name), state_dict[name], name=name
+            )
+            for name in names
+        }
+    )
+    check_fingerprint(restored, restoring=True)
+    _check_shapes(target, restored)
+    return restored
+
+
+serialization.register_serialization_state(
+    TrainState, _to_state_dict, _from_state_dict, override=True
+)

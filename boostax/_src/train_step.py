@@ -280,7 +280,8 @@ class TrainStep:
         self.executables = executables_lib.Executables(
             self._checked_step_function,
             donate_state=donate_state,
-            given_fields=("rng",),  # the base key: never changed by a step
+            # Never changed by a step: the base key, the state's structure.
+            given_fields=("rng", "fingerprint"),
         )
         self.config = config
         self.background_compile = (
