@@ -18,18 +18,24 @@ gradients, as with float32 training. Flax's normalisation layers
 (`NORMALIZATION_LAYERS`) run in float32 under O2 (MindSpore's
 ``keep_batchnorm_fp32``): parameters, statistics and arithmetic; the next
 layer casts their output to the compute dtype. A layer whose class is named
-in ``float32_modules`` runs entirely in float32 too.
+in ``float32_modules`` runs entirely in float32 too. At every half level the
+softmax of Flax's attention layers (with Flax's own ``attention_fn``) runs
+in float32, its two matmuls in the compute dtype
+(`step_attributes.float32_softmax_attention`); a model's own softmax and an
+``attention_fn`` it sets itself compute in the compute dtype.
 
 MindSpore's amp levels by name (`precision_policy`):
 
 ======  ==============================================================
 ``O0``  float32 everywhere (the step is unchanged, bit for bit)
 ``O2``  half precision; parameters float32, cast by each layer;
-        normalisation layers and the loss in float32; a dynamic
-        loss scale when the compute dtype is float16
+        normalisation layers, attention softmax and the loss in
+        float32; a dynamic loss scale when the compute dtype is
+        float16
 ``O3``  every parameter cast to half precision before the forward
-        (normalisation parameters too); the loss in float32; a dynamic
-        loss scale by default with float16 (MindSpore's O3 sets none)
+        (normalisation parameters too); attention softmax and the
+        loss in float32; a dynamic loss scale by default with float16
+        (MindSpore's O3 sets none)
 ======  ==============================================================
 
 MindSpore's ``O1`` casts a white list of operators; it is not built
@@ -131,9 +137,9 @@ class PrecisionPolicy:
         flushed to zero).
       recompute_float32: with a half `compute_dtype`, the backward pass
         recomputes the float32 intermediates of the forward pass
-        (normalisation arithmetic, the loss's softmax) from the
-        half-precision values it saves, instead of saving them
-        (``jax.checkpoint`` with `save_half_precision`): the saved
+        (normalisation arithmetic, the softmax of the loss and of
+        attention) from the half-precision values it saves, instead of
+        saving them (``jax.checkpoint`` with `save_half_precision`): the saved
         activations are then in the compute dtype, for the price of that
         recomputation (elementwise work, no convolution or matmul).
       reduce_dtype: the dtype data-parallel gradients are averaged in

@@ -13,18 +13,23 @@ local ones. This applies to every module with an ``axis_name`` attribute
 level, with or without a mesh.
 
 Under a precision policy, every layer with a ``dtype`` attribute also
-computes in the policy's dtype (`PrecisionPolicy.module_dtype`). Both are
-set while the step is traced: a Linen method interceptor
-(`linen_step_attributes`), or on the merged copy of an NNX module
-(`set_nnx_step_attributes`); the model itself is not changed.
+computes in the policy's dtype (`PrecisionPolicy.module_dtype`), and a Flax
+attention layer computing in half precision with Flax's own
+``attention_fn`` gets one whose softmax runs in float32
+(`linen_float32_softmax`, `nnx_float32_softmax`). All are set while the
+step is traced: a Linen method interceptor (`linen_step_attributes`), or
+on the merged copy of an NNX module (`set_nnx_step_attributes`); the model
+itself is not changed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from flax import linen as nn
 from flax import nnx
 
@@ -74,10 +79,119 @@ def _has_axis_name(module) -> bool:
     return isinstance(name, (str, tuple, list))
 
 
+# ---------------------------------------------------------------------------
+# Flax attention's softmax in float32.
+# ---------------------------------------------------------------------------
+
+
+def _float32_logits_bias(bias):
+    """A ``bias`` of the attention logits that promotes them to float32.
+
+    Flax's attention adds its ``bias`` to the logits (the query-key matmul's
+    output, in the compute dtype) before the mask and the softmax, and casts
+    the softmax's output to the compute dtype for the weights-value matmul:
+    with a float32 bias (a float32 zero when there is none; adding it is
+    exact) the mask, the softmax's max, exp and sum run in float32 and both
+    matmuls stay in the compute dtype.
+    """
+    if bias is None:
+        return jnp.zeros((), jnp.float32)
+    dtype = jnp.promote_types(jnp.result_type(bias), jnp.float32)
+    return jnp.asarray(bias, dtype)
+
+
+def linen_float32_softmax(query, key, value, bias=None, mask=None, **kwargs):
+    """Linen's ``nn.dot_product_attention`` with its softmax in float32.
+
+    The ``attention_fn`` under a half precision policy of a Linen attention
+    layer (``MultiHeadDotProductAttention``, ``SelfAttention``) whose own is
+    Flax's default. The logits are the query-key matmul's, in the compute
+    dtype; the mask and the softmax then run in float32 and the attention
+    weights are cast back to the compute dtype, so the weights-value matmul
+    (and dropout) stays in it, as ``jax.nn.dot_product_attention`` does.
+    (Linen's own ``force_fp32_for_softmax=True`` keeps the weights in
+    float32, which runs the weights-value matmul in float32 too.)
+    Arguments as Flax's.
+
+    Returns:
+      The attention's output, ``[batch..., q_length, num_heads, v_depth]``,
+      in the compute dtype.
+    """
+    return nn.dot_product_attention(
+        query, key, value, _float32_logits_bias(bias), mask, **kwargs
+    )
+
+
+def nnx_float32_softmax(query, key, value, bias=None, mask=None, **kwargs):
+    """NNX's ``nnx.dot_product_attention`` with its softmax in float32.
+
+    As `linen_float32_softmax`, for ``nnx.MultiHeadAttention``. Without
+    dropout, sown weights or a bias, Flax hands the attention to
+    ``jax.nn.dot_product_attention``, whose logits and softmax are already
+    float32: that call is left as it is. Arguments as Flax's.
+
+    Returns:
+      The attention's output, ``[batch..., q_length, num_heads, v_depth]``,
+      in the compute dtype.
+    """
+    if (
+        bias is None
+        and kwargs.get("dropout_rate", 0.0) == 0.0
+        and kwargs.get("module") is None
+    ):
+        return nnx.dot_product_attention(
+            query, key, value, None, mask, **kwargs
+        )
+    return nnx.dot_product_attention(
+        query, key, value, _float32_logits_bias(bias), mask, **kwargs
+    )
+
+
+# Linen passes an ``attention_fn`` only the keyword arguments its signature
+# names: the wrappers show Flax's.
+linen_float32_softmax.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    nn.dot_product_attention
+)
+nnx_float32_softmax.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    nnx.dot_product_attention
+)
+
+
+def float32_softmax_attention(module, dtype):
+    """The ``attention_fn`` `module` runs with when it computes in `dtype`.
+
+    Args:
+      module: a Linen or NNX module.
+      dtype: its compute dtype in the step.
+
+    Returns:
+      `linen_float32_softmax` or `nnx_float32_softmax` for a module whose
+      ``attention_fn`` is Flax's default (``nn.dot_product_attention`` /
+      ``nnx.dot_product_attention``) and a half-precision `dtype`;
+      ``None`` otherwise: a user's own ``attention_fn`` (a fused kernel,
+      `models.reference_attention`) computes as it was written.
+    """
+    if jnp.dtype(dtype) == precision_lib.FLOAT32:
+        return None
+    attention_fn = getattr(module, "attention_fn", None)
+    if attention_fn is nn.dot_product_attention:
+        return linen_float32_softmax
+    if attention_fn is nnx.dot_product_attention:
+        return nnx_float32_softmax
+    return None
+
+
+# ---------------------------------------------------------------------------
+# The attributes of a step.
+# ---------------------------------------------------------------------------
+
+
 def _step_attributes(module, policy) -> dict[str, Any]:
     """The attributes `module` runs with in the step, where they differ
     from its own: its ``axis_name`` mapped (`map_axis_name`) and, under a
-    precision `policy`, its compute ``dtype`` (`PrecisionPolicy.module_dtype`).
+    precision `policy`, its compute ``dtype`` (`PrecisionPolicy.module_dtype`)
+    and, for an attention layer, its ``attention_fn``
+    (`float32_softmax_attention`).
     """
     changed = {}
     if _has_axis_name(module):
@@ -85,7 +199,11 @@ def _step_attributes(module, policy) -> dict[str, Any]:
         if mapped != module.axis_name:
             changed["axis_name"] = mapped
     if policy is not None and precision_lib.has_compute_dtype(module):
-        changed["dtype"] = policy.module_dtype(module)
+        dtype = policy.module_dtype(module)
+        changed["dtype"] = dtype
+        attention_fn = float32_softmax_attention(module, dtype)
+        if attention_fn is not None:
+            changed["attention_fn"] = attention_fn
     return changed
 
 
