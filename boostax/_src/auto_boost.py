@@ -57,7 +57,7 @@ def auto_boost(
     raise_on_skips: bool = False,
     weight_decay: float = 0.0,
     weight_decay_mask: Any = None,
-    batch_keys: tuple[str, str] | None = None,
+    batch_keys: tuple[Any, str] | None = None,
     rng_collections: Sequence[str] | None = None,
     train_kwargs: Mapping[str, Any] | None = None,
     eval_kwargs: Mapping[str, Any] | None = None,
@@ -170,8 +170,13 @@ def auto_boost(
         one dimension (kernels; not biases, normalisation scales or the FN
         head's multiplier), as the Flax ImageNet example decays.
       batch_keys: with `model`, ``(inputs key, targets key)`` when batches
-        are dicts (``("image", "label")`` in the Flax examples); default:
-        ``(inputs, targets)`` pairs.
+        are dicts (``("image", "label")`` in the Flax examples); the inputs
+        key may be a tuple of keys, the model's positional inputs (a packed
+        language-model batch: ``(("inputs", "inputs_position",
+        "inputs_segmentation"), "targets")``), and the targets key may be
+        an inputs key (``("inputs", "inputs")``: a model that shifts its
+        inputs into targets itself); default: ``(inputs, targets)``
+        pairs.
       rng_collections: with a Linen `model`, the RNG streams it draws from
         in training (``self.make_rng(name)``); default ``("dropout",)``.
         Each step gives every stream its own key.

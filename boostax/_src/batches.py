@@ -23,7 +23,9 @@ def inputs_and_targets(batch, batch_keys=None) -> tuple[Any, Any]:
 
     Args:
       batch: an ``(inputs, targets)`` pair, or with `batch_keys` a mapping.
-      batch_keys: ``(inputs key, targets key)`` of a mapping batch.
+      batch_keys: ``(inputs key, targets key)`` of a mapping batch; the
+        inputs key may be a tuple of keys (the model's positional inputs:
+        the inputs are then the tuple of those entries, `model_args`).
     """
     if batch_keys is not None:
         if not isinstance(batch, Mapping):
@@ -31,13 +33,16 @@ def inputs_and_targets(batch, batch_keys=None) -> tuple[Any, Any]:
                 f"With `batch_keys={tuple(batch_keys)!r}`, batches must be "
                 f"dicts holding those keys, got {type(batch).__name__}."
             )
-        missing = [k for k in batch_keys if k not in batch]
+        missing = [k for k in batch_entries(batch_keys) if k not in batch]
         if missing:
             raise KeyError(
                 f"The batch has no {missing[0]!r} entry (`batch_keys` is "
                 f"{tuple(batch_keys)!r}); its keys are {list(batch)}."
             )
-        return batch[batch_keys[0]], batch[batch_keys[1]]
+        spec, target = batch_keys
+        if isinstance(spec, tuple):
+            return tuple(batch[k] for k in spec), batch[target]
+        return batch[spec], batch[target]
     if isinstance(batch, Mapping):
         raise TypeError(
             "A model objective takes batches as (inputs, targets) pairs, got "
@@ -59,22 +64,58 @@ def inputs_and_targets(batch, batch_keys=None) -> tuple[Any, Any]:
     return batch[0], batch[1]
 
 
-def check_batch_keys(batch_keys) -> tuple[str, str] | None:
-    """Validates `batch_keys`: ``None`` or two distinct dict keys."""
+def model_args(inputs, batch_keys=None) -> tuple[Any, ...]:
+    """The positional arguments of the model's call for `inputs`.
+
+    Several positional inputs (`batch_keys` naming a tuple of inputs keys,
+    e.g. a packed language-model batch's ``('inputs', 'inputs_position',
+    'inputs_segmentation')``) are passed one by one; otherwise `inputs`
+    is the one argument, whatever pytree it is.
+    """
+    if batch_keys is not None and isinstance(batch_keys[0], tuple):
+        return tuple(inputs)
+    return (inputs,)
+
+
+def batch_entries(batch_keys) -> tuple[str, ...]:
+    """The entries of a dict batch that `batch_keys` reads, each once."""
+    spec, target = batch_keys
+    keys = spec if isinstance(spec, tuple) else (spec,)
+    return tuple(dict.fromkeys((*keys, target)))
+
+
+def check_batch_keys(batch_keys):
+    """Validates `batch_keys`: ``None``, or ``(inputs, targets key)`` where
+    inputs is a dict key or a tuple of distinct keys (the model's
+    positional inputs). The targets key may be an inputs key: a language
+    model whose targets are its inputs (it shifts them itself, as Flax's
+    lm1b does) reads ``('inputs', 'inputs')``."""
     if batch_keys is None:
         return None
+    spec = None
     if (
-        isinstance(batch_keys, (str, bytes))
-        or not isinstance(batch_keys, Sequence)
-        or len(batch_keys) != 2
-        or batch_keys[0] == batch_keys[1]
+        not isinstance(batch_keys, (str, bytes))
+        and isinstance(batch_keys, Sequence)
+        and len(batch_keys) == 2
     ):
+        spec = batch_keys[0]
+        if isinstance(spec, list):
+            spec = tuple(spec)
+        if isinstance(spec, tuple) and (
+            not spec
+            or len(set(spec)) != len(spec)
+            or any(isinstance(k, (tuple, list)) for k in spec)
+        ):
+            spec = None
+    if spec is None or isinstance(batch_keys[1], (tuple, list)):
         raise TypeError(
-            "`batch_keys` must be None or a pair of distinct keys "
-            "(inputs key, targets key), e.g. ('image', 'label'), "
+            "`batch_keys` must be None or (inputs key, targets key), e.g. "
+            "('image', 'label'); the inputs key may be a tuple of distinct "
+            "keys for a model of several positional inputs, e.g. (('inputs',"
+            " 'inputs_position', 'inputs_segmentation'), 'targets'), "
             f"{validation.got(batch_keys)}."
         )
-    return tuple(batch_keys)
+    return (spec, batch_keys[1])
 
 
 def _leading_sizes(name: str, tree) -> list[tuple[str, int]]:

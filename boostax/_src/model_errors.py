@@ -133,10 +133,14 @@ def _params_error(objective, params, inputs, train, error) -> ValueError:
     kwargs = objective.train_kwargs if train else objective.eval_kwargs
     streams = ("params", *objective.rng_collections)
     key = jax.random.PRNGKey(0)
+    # The model's positional inputs (`batches.model_args`): several where
+    # `batch_keys` names a tuple of inputs keys.
+    keys = objective.batch_keys
+    several = keys is not None and isinstance(keys[0], tuple)
     try:
         expected = jax.eval_shape(
             lambda x: objective.module.init(
-                dict.fromkeys(streams, key), x, **kwargs
+                dict.fromkeys(streams, key), *(x if several else (x,)), **kwargs
             ),
             abstract,
         )["params"]

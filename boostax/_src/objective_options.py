@@ -48,7 +48,7 @@ class ObjectiveOptions:
     loss_fn: Callable[..., Any] | None = None
     has_aux: bool = False
     predict_fn: Callable[..., Any] | None = None
-    batch_keys: tuple[str, str] | None = None
+    batch_keys: tuple[Any, str] | None = None
     rng_collections: Sequence[str] | None = None
     train_kwargs: Mapping[str, Any] | None = None
     eval_kwargs: Mapping[str, Any] | None = None

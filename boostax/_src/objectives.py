@@ -44,6 +44,7 @@ from boostax._src.batches import (
     check_batch_keys,
     check_batch_sizes,
     inputs_and_targets,
+    model_args,
 )
 from boostax._src.model_graph import accepts_train, init_rngs
 
@@ -168,8 +169,9 @@ class LinenObjective:
         ``fold_in(step key, i)``.
       convert_variables: applied to the variables given to `split` (e.g.
         LessBN's conversion of the original model's variables).
-      batch_keys: ``(inputs key, targets key)`` for dict batches; ``None``:
-        ``(inputs, targets)`` pairs.
+      batch_keys: ``(inputs key, targets key)`` for dict batches (the
+        inputs key may be a tuple of keys: the model's positional inputs);
+        ``None``: ``(inputs, targets)`` pairs.
     """
 
     module: nn.Module
@@ -179,7 +181,7 @@ class LinenObjective:
     eval_kwargs: Mapping[str, Any] | None = None
     rng_collections: Sequence[str] = ("dropout",)  # a tuple once checked
     convert_variables: Callable[[Any], Any] | None = None
-    batch_keys: tuple[str, str] | None = None
+    batch_keys: tuple[Any, str] | None = None
 
     def __post_init__(self):
         object.__setattr__(
@@ -225,7 +227,11 @@ class LinenObjective:
 
     def initial_variables(self, batch):
         inputs, _ = inputs_and_targets(batch, self.batch_keys)
-        return self.module.init(init_rngs(), inputs, **self.eval_kwargs)
+        return self.module.init(
+            init_rngs(),
+            *model_args(inputs, self.batch_keys),
+            **self.eval_kwargs,
+        )
 
     def loss_fn(self, params, model_state, batch, rng):
         inputs, targets = inputs_and_targets(batch, self.batch_keys)
@@ -243,7 +249,7 @@ class LinenObjective:
             if model_state:
                 outputs, new_state = self.module.apply(
                     variables,
-                    inputs,
+                    *model_args(inputs, self.batch_keys),
                     rngs=rngs,
                     mutable=list(model_state),
                     **self.train_kwargs,
@@ -251,7 +257,10 @@ class LinenObjective:
                 new_state = flax.core.unfreeze(new_state)
             else:
                 outputs = self.module.apply(
-                    variables, inputs, rngs=rngs, **self.train_kwargs
+                    variables,
+                    *model_args(inputs, self.batch_keys),
+                    rngs=rngs,
+                    **self.train_kwargs,
                 )
                 new_state = model_state
         if policy is not None:
@@ -275,7 +284,9 @@ class LinenObjective:
         explained = model_errors.explained(self, params, inputs, train=False)
         with explained, step_attributes_lib.linen_step_attributes():
             return module.apply(
-                self.merge(params, model_state), inputs, **self.eval_kwargs
+                self.merge(params, model_state),
+                *model_args(inputs, self.batch_keys),
+                **self.eval_kwargs,
             )
 
     def constant_state(self, model_state):
@@ -324,8 +335,9 @@ class NNXObjective:
         applied to the original model).
       train_kwargs: keyword arguments of the module's call in training.
       eval_kwargs: the same in evaluation.
-      batch_keys: ``(inputs key, targets key)`` for dict batches; ``None``:
-        ``(inputs, targets)`` pairs.
+      batch_keys: ``(inputs key, targets key)`` for dict batches (the
+        inputs key may be a tuple of keys: the model's positional inputs);
+        ``None``: ``(inputs, targets)`` pairs.
     """
 
     def __init__(
@@ -337,7 +349,7 @@ class NNXObjective:
         convert_variables: Callable[[Any], Any] | None = None,
         train_kwargs: Mapping[str, Any] | None = None,
         eval_kwargs: Mapping[str, Any] | None = None,
-        batch_keys: tuple[str, str] | None = None,
+        batch_keys: tuple[Any, str] | None = None,
     ):
         self.module = module
         self.loss = loss
@@ -383,7 +395,9 @@ class NNXObjective:
         module = self.merge(params, model_state)
         module.train()
         step_attributes_lib.set_nnx_step_attributes(module, policy)
-        outputs = module(inputs, **self.train_kwargs)
+        outputs = module(
+            *model_args(inputs, self.batch_keys), **self.train_kwargs
+        )
         _, _, new_state = nnx.split(module, nnx.Param, ...)
         if policy is not None:
             outputs = policy.cast_outputs(outputs)
@@ -394,7 +408,7 @@ class NNXObjective:
         module = self.merge(params, model_state)
         module.eval()
         step_attributes_lib.set_nnx_step_attributes(module)
-        return module(inputs, **self.eval_kwargs)
+        return module(*model_args(inputs, self.batch_keys), **self.eval_kwargs)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ def make_train_step(
     skip_nonfinite: bool = False,
     max_consecutive_skips: int | None = 100,
     raise_on_skips: bool = False,
-    batch_keys: tuple[str, str] | None = None,
+    batch_keys: tuple[Any, str] | None = None,
     rng_collections: Any = None,
     train_kwargs: Any = None,
     eval_kwargs: Any = None,
@@ -79,7 +79,8 @@ def make_train_step(
         (``RuntimeWarning``); ``None``: never.
       raise_on_skips: raise ``FloatingPointError`` instead of warning.
       batch_keys: with `model`, ``(inputs key, targets key)`` of dict
-        batches (e.g. ``("image", "label")``).
+        batches (e.g. ``("image", "label")``; see `auto_boost` for several
+        positional inputs).
       rng_collections: with a Linen `model`, the RNG streams it draws from
         in training; default ``("dropout",)``.
       train_kwargs, eval_kwargs: with `model`, keyword arguments of its call

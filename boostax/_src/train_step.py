@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import optax
 
+from boostax._src import batches as batches_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
@@ -570,7 +571,7 @@ class TrainStep:
                 ),
                 # A dict batch's (inputs, targets) entries: the sequences,
                 # unless the warm-up names its own `keys`.
-                batch_keys=getattr(self.objective, "batch_keys", None),
+                batch_keys=self._batch_entries(),
             )
         self._schedule = program_schedule.ProgramSchedule(
             self.freezing, self.freeze_warmup_steps, self._warmup_given, lengths
@@ -794,6 +795,11 @@ class TrainStep:
             if error is None:
                 raise
         raise error
+
+    def _batch_entries(self) -> tuple[str, ...] | None:
+        """The entries of a dict batch the model reads (`batch_keys`')."""
+        keys = getattr(self.objective, "batch_keys", None)
+        return None if keys is None else batches_lib.batch_entries(keys)
 
     def _predict_other(self, state: TrainState, inputs, model):
         if not isinstance(self.objective, objectives_lib.LinenObjective):
