@@ -14,6 +14,7 @@ script's evaluation model on the step's variables.
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from absl.testing import absltest
@@ -233,6 +234,34 @@ class PackedBatchTest(absltest.TestCase):
                     loss=token_loss,
                     batch_keys=bad,
                 )
+
+
+class LossFunctionKeyTest(absltest.TestCase):
+    def test_a_loss_function_taking_rng_gets_the_step_key(self):
+        params = {"w": np.ones((8, VOCAB), np.float32)}
+        x = np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32)
+        seen = []
+
+        def loss_fn(params, batch, rng):
+            seen.append(rng)
+            keep = jax.random.bernoulli(rng, 0.5, batch.shape)
+            return jnp.mean((jnp.where(keep, batch, 0.0) @ params["w"]) ** 2)
+
+        tx = optax.sgd(0.1)
+        ts = boostax.make_train_step(tx, loss_fn=loss_fn)
+        state = ts.init(params, rng=jax.random.PRNGKey(3))
+        new_state, metrics = ts(state, x)
+        self.assertLen(seen, 1)  # traced once
+        key = jax.random.fold_in(jax.random.PRNGKey(3), 0)
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, key)
+        np.testing.assert_allclose(metrics["loss"], loss, rtol=1e-6)
+        updates, _ = tx.update(grads, tx.init(params), params)
+        _utils.assert_trees_all_close(
+            new_state.params,
+            optax.apply_updates(params, updates),
+            rtol=1e-6,
+            atol=1e-7,
+        )
 
 
 if __name__ == "__main__":

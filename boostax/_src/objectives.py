@@ -28,6 +28,8 @@ its compute dtype) are set by `step_attributes`.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -422,7 +424,9 @@ class FunctionObjective:
 
     Args:
       loss_fn: ``loss_fn(params, batch) -> scalar``, or ``(scalar, metrics)``
-        when `has_aux`.
+        when `has_aux`. A `loss_fn` with a parameter named ``rng`` gets the
+        step's PRNG key there (``fold_in(state.rng, state.step)``, as a
+        model's streams do; for dropout in a hand-written forward pass).
       has_aux: whether `loss_fn` also returns a dict of metrics.
       predict_fn: optional ``predict_fn(params, inputs) -> outputs`` for
         evaluation.
@@ -441,6 +445,15 @@ class FunctionObjective:
     def __post_init__(self):
         precision_lib.check_cast_batch(self.cast_batch)
 
+    @functools.cached_property
+    def takes_rng(self) -> bool:
+        """Whether the loss function takes the step's key (``rng=``)."""
+        try:
+            parameters = inspect.signature(self.loss).parameters
+        except (TypeError, ValueError):  # a callable without a signature
+            return False
+        return "rng" in parameters
+
     def split(self, variables):
         return variables, None
 
@@ -456,7 +469,6 @@ class FunctionObjective:
         return None
 
     def loss_fn(self, params, model_state, batch, rng):
-        del rng
         policy = precision_lib.current()
         if policy is not None:
             # No layers to cast their own: the parameters are cast, and the
@@ -467,8 +479,9 @@ class FunctionObjective:
                 batch = precision_lib.cast_batch_leaves(
                     batch, self.cast_batch, policy.compute_dtype
                 )
+        extra = {"rng": rng} if self.takes_rng else {}
         value, metrics = _loss_result(
-            self.loss(params, batch), self.has_aux, "loss_fn"
+            self.loss(params, batch, **extra), self.has_aux, "loss_fn"
         )
         if policy is not None:
             value = policy.cast_outputs(value)
