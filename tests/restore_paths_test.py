@@ -32,6 +32,7 @@ import shutil
 import tempfile
 from typing import Any
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -78,6 +79,18 @@ class TinyResNet(nn.Module):
         y = norm("bn_b")(nn.Conv(4, (3, 3), name="conv_b")(y))
         x = nn.relu(x + y)
         return nn.Dense(3, name="head")(jnp.mean(x, axis=(1, 2)))
+
+
+class OldTrainState(flax.struct.PyTreeNode):
+    """A boostax TrainState as it was before its fingerprint."""
+
+    FIELDS = ("step", "params", "opt_state", "model_state", "rng", "algorithms")
+    step: Any
+    params: Any
+    opt_state: Any
+    model_state: Any
+    rng: Any
+    algorithms: Any
 
 
 class FlaxState(flax_train_state.TrainState):
@@ -424,6 +437,51 @@ class RestorePathsTest(absltest.TestCase):
             flax_checkpoints.restore_checkpoint(
                 self.path("O0", 1, "flax"), target=wider
             )
+
+    def test_a_checkpoint_without_a_fingerprint_is_refused(self):
+        # Saved before states had one (another class of the same fields
+        # but the fingerprint), or from a state no `init` built (None).
+        state = self.states["O0"][2]
+        old = OldTrainState(
+            **{name: getattr(state, name) for name in OldTrainState.FIELDS}
+        )
+        lost = state.replace(fingerprint=None)
+        for saved, name in ((old, "old"), (lost, "none")):
+            flax_path = os.path.join(self.dir, f"{name}-flax")
+            flax_checkpoints.save_checkpoint(flax_path, saved, step=2)
+            orbax_path = os.path.join(self.dir, f"{name}-orbax")
+            with ocp.StandardCheckpointer() as checkpointer:
+                checkpointer.save(orbax_path, saved)
+            for level in ("O0", "O1"):  # its own level's template, too
+                template = self.steps[level].init(variables(0))
+                for path in (flax_path, orbax_path):
+                    with self.subTest(name, level=level, path=path):
+                        with self.assertRaisesRegex(
+                            ValueError, "has no `fingerprint`"
+                        ):
+                            flax_checkpoints.restore_checkpoint(
+                                path, target=template
+                            )
+        # Orbax restores the None as None (the old class: raises, its
+        # structure is another), and the step refuses it.
+        shapes = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
+        with ocp.StandardCheckpointer() as checkpointer:
+            restored = checkpointer.restore(
+                os.path.join(self.dir, "none-orbax"), shapes
+            )
+        self.assertIsNone(restored.fingerprint)
+        with self.assertRaisesRegex(ValueError, "fingerprint` is None"):
+            self.steps["O0"](restored, batch(2))
+
+    def test_a_state_given_its_own_leaves_back_passes(self):
+        # from_state_dict(state, to_state_dict(state)): nothing restored,
+        # nothing mixed (the check for a fingerprint kept from the
+        # template is not fooled by it).
+        state = self.states["O1"][1]
+        back = serialization.from_state_dict(
+            state, serialization.to_state_dict(state)
+        )
+        _utils.assert_trees_equal(back, state)
 
     def test_flax_bytes_round_trip_exactly_or_raise(self):
         # Flax's msgpack serialisation ends in the same check.

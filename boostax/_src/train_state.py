@@ -191,6 +191,26 @@ _CONVERT = (
 )
 
 
+# A state (or a checkpoint) without a fingerprint: {restoring: message}.
+_NO_FINGERPRINT = {
+    False: (
+        "`state.fingerprint` is None: the state was not built by a step's "
+        "`init`, or lost its fingerprint (a checkpoint of such a state "
+        "restores it as None). Build the state with `state = "
+        "ts.init(variables)`, or restore a checkpoint of one into the "
+        "template `init` returns."
+    ),
+    True: (
+        "The checkpoint has no `fingerprint`, which every state a step's "
+        "`init` builds has: it was saved from a state no `init` built, or "
+        "before boostax's states had one (this version restores only "
+        "checkpoints that have it). Without it, Flax's `restore_checkpoint`"
+        " cannot tell which of the template's leaves the checkpoint has: it"
+        " keeps the template's values of the others, without an error."
+    ),
+}
+
+
 def check_fingerprint(state: TrainState, *, restoring: bool = False) -> None:
     """Raises unless `state`'s leaves have the structure its fingerprint
     records.
@@ -211,24 +231,24 @@ def check_fingerprint(state: TrainState, *, restoring: bool = False) -> None:
         template (``target``).
 
     Raises:
-      ValueError: the fingerprint is ``None`` (not `restoring`), or it
+      ValueError: the fingerprint is missing (``None``, not `restoring`;
+        or not an integer array: a checkpoint saved without one), or it
         differs: the message names the slots whose structure differs and
         the way to restore and convert that works.
     """
     given = getattr(state, "fingerprint", None)
-    if given is None:
-        if restoring:
-            return  # a template no `init` built: nothing to compare
-        raise ValueError(
-            "`state.fingerprint` is None: the state was not "
-            "built by a step's `init`, or lost its fingerprint. Build it "
-            "with `state = ts.init(variables)`, or restore a checkpoint "
-            "into the template `init` returns."
-        )
     if isinstance(given, jax.ShapeDtypeStruct | jax.core.Tracer) or (
         isinstance(given, jax.Array) and given.is_deleted()
     ):
         return  # shapes only, traced, or donated (checked elsewhere)
+    if given is None and restoring:
+        return  # a template no `init` built: nothing to compare
+    if given is None or not (
+        hasattr(given, "dtype") and np.issubdtype(given.dtype, np.integer)
+    ):
+        # (Orbax restores a checkpoint's None as None, or, in Flax's
+        # transformation mode, as its metadata.)
+        raise ValueError(_NO_FINGERPRINT[restoring])
     given = np.asarray(given)
     expected = structure_fingerprint(state)
     if given.shape == expected.shape and np.array_equal(given, expected):
@@ -309,6 +329,8 @@ def _from_state_dict(target: TrainState, state_dict: dict[str, Any]):
     names = [field.name for field in dataclasses.fields(target)]
     missing = [name for name in names if name not in state_dict]
     unexpected = [name for name in state_dict if name not in names]
+    if missing == ["fingerprint"] and not unexpected:
+        raise ValueError(_NO_FINGERPRINT[True])
     if missing or unexpected:
         raise ValueError(
             "The state dict does not hold a boostax TrainState at path "
@@ -323,9 +345,28 @@ def _from_state_dict(target: TrainState, state_dict: dict[str, Any]):
             for name in names
         }
     )
+    if _kept_from_template(target, restored):
+        raise ValueError(_NO_FINGERPRINT[True])
     check_fingerprint(restored, restoring=True)
     _check_shapes(target, restored)
     return restored
+
+
+def _kept_from_template(target: TrainState, restored: TrainState) -> bool:
+    """Whether the restored fingerprint is the template's own array while
+    other leaves are not: the checkpoint had none, and Orbax's
+    transformation mode kept the template's (which would pass for the
+    checkpoint's). A state given back its own leaves (``from_state_dict(
+    state, to_state_dict(state))``) restores nothing, and passes."""
+    own = target.fingerprint
+    if own is None or restored.fingerprint is not own:
+        return False
+    return not all(
+        a is b
+        for a, b in zip(
+            jax.tree.leaves(restored), jax.tree.leaves(target), strict=False
+        )
+    )
 
 
 serialization.register_serialization_state(
