@@ -23,7 +23,10 @@ from boostax._src.train_state import TrainState
 _REBUILD = (
     "Build the state with this step's `init` (`state = ts.init(variables)`), "
     "or restore a checkpoint into the template that `init` returns; a state "
-    "saved by another level, optimizer or config does not fit this step."
+    "saved by another level, optimizer or config does not fit this step: "
+    "restore it with the step it was saved by, then convert it, "
+    "`boostax.from_flax_train_state(ts, boostax.to_flax_train_state("
+    "saved_ts, state, cls), init_optimizer=True)` (docs/checkpointing.md)."
 )
 
 _SLOT_OWNERS = {
