@@ -30,6 +30,7 @@ CONCEPTS = {
     "adasum": "AdaSum's rule, its reductions and its Optax transform",
     "auto_boost": "auto_boost: a config level turned into one TrainStep",
     "batches": "a model batch: its (inputs, targets), checked on the host",
+    "boxed_variables": "sharding-annotated variables: refused or unboxed",
     "boost_components": "a config's sections turned into a step's components",
     "centralization": "gradient centralization, an Optax transform",
     "config": "BoostConfig: levels, modes, sections and their validation",

@@ -20,7 +20,13 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from boostax._src import less_bn_weights, model_graph, tree_utils, validation
+from boostax._src import (
+    boxed_variables,
+    less_bn_weights,
+    model_graph,
+    tree_utils,
+    validation,
+)
 from boostax._src.fn_head import (
     check_fn_scale,
     fn_scale,
@@ -194,9 +200,13 @@ class LinenLessBN(nn.Module):
           ValueError: the FN head would replace a trained dense layer, or a
             trained removed BatchNorm cannot be folded (the message says
             why and what to do); ``trained=False`` given for weights a
-            variable shows were trained; ``None`` where no variable tells.
+            variable shows were trained; ``None`` where no variable tells;
+            a partitioned (boxed) variable annotated to shard over more
+            than one device (`boxed_variables.unbox_linen`).
         """
-        variables = flax.core.unfreeze(variables)
+        # Boxes annotated to shard refused, the others opened (the split
+        # after this would; the folds read arrays).
+        variables = flax.core.unfreeze(boxed_variables.unbox_linen(variables))
         params = variables.get("params", {})
         if not _is_original(variables, self):
             return variables

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import model_errors, validation
+from boostax._src import boxed_variables, model_errors, validation
 from boostax._src import precision as precision_lib
 from boostax._src import step_attributes as step_attributes_lib
 from boostax._src.batches import (
@@ -209,6 +209,9 @@ class LinenObjective:
             )
 
     def split(self, variables):
+        # Boxes annotated to shard refused (the step would replicate
+        # them), the others opened: before LessBN's conversion reads them.
+        variables = boxed_variables.unbox_linen(variables)
         if self.convert_variables is not None:
             variables = self.convert_variables(variables)
         if not isinstance(variables, Mapping) or "params" not in variables:
@@ -373,6 +376,7 @@ class NNXObjective:
         if self.convert_variables is not None:
             module = self.convert_variables(module)
         _, params, model_state = nnx.split(module, nnx.Param, ...)
+        boxed_variables.check_nnx(params)  # the step would replicate them
         return params, model_state
 
     def merge(self, params, model_state):
