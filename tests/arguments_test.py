@@ -789,6 +789,12 @@ _TABLE = [
         (("floats", np.array([0.5]), TypeError), ("int", 0, TypeError)),
     ),
     (
+        "Freezing",
+        "settings",
+        lambda v: boostax.Freezing(((("w",),),), np.zeros(3, int), settings=v),
+        (("tuple", (3, 1, 0.7, 20, 0), TypeError),),
+    ),
+    (
         "LinenLessBN",
         "network",
         lambda v: boostax.LinenLessBN(v),

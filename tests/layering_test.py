@@ -43,6 +43,7 @@ CONCEPTS = {
     "fn_head": "LessBN's full-normalization classifier head",
     "freeze_groups": "gradient freezing's nested groups of parameters",
     "freeze_out": "FreezeOut's learning-rate annealing, an Optax transform",
+    "freeze_record": "gradient freezing's record: may a state resume here?",
     "freeze_sequence": "gradient freezing's sequence: the depth of each step",
     "freezing": "the plan of a freezing run: groups, sequence, optimizers",
     "groups": "parameter groups as label trees (optax.partition's)",

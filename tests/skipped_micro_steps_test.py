@@ -95,9 +95,10 @@ def run(k, start_update, data, loss_scale=False):
     start = start_update * k
     state = state.replace(
         algorithms=state.algorithms._replace(
-            freeze=freezing_lib.FreezeState(jnp.int32(start))
+            freeze=state.algorithms.freeze._replace(position=jnp.int32(start))
         )
     )
+    state = ts.freezing.stamp(state)  # its steps so far: this plan's
     history = []
     for batch in data:
         state, metrics = ts(state, batch)

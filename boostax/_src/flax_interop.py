@@ -257,8 +257,10 @@ def from_flax_train_state(
       flax_state: the Flax ``TrainState`` (or subclass).
       like: a boostax state of `train_step` to take the PRNG key, loss-scale
         state and freeze position from (e.g. the one `to_flax_train_state`
-        converted); ``None``: a fresh loss scale, the freeze position at the
-        Flax step, and `rng`.
+        converted; its freeze position keeps the record of the plan its
+        steps ran, which the step checks); ``None``: a fresh loss scale,
+        the freeze position at the Flax step (its steps taken as run under
+        `train_step`'s freezing plan), and `rng`.
       init_optimizer: build a fresh optimizer state for `train_step`
         instead of taking ``flax_state.opt_state`` (a checkpoint of another
         optimizer, or of training without boost).
@@ -314,8 +316,13 @@ def from_flax_train_state(
     else:
         rng_key = fresh.rng
         if algorithms.freeze is not None:
+            # The Flax state's steps, taken as run under this step's plan.
+            freezing = train_step.plan(fresh.params).freezing
+            assert freezing is not None  # the state has a freeze slot
             algorithms = algorithms._replace(
-                freeze=freezing_lib.FreezeState(step)
+                freeze=freezing_lib.FreezeState(
+                    step, jnp.asarray(freezing.settings_record)
+                )
             )
     opt_state = fresh.opt_state
     if not init_optimizer:

@@ -21,6 +21,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from boostax._src import freeze_sequence, validation
+from boostax._src import freeze_record, freeze_sequence, validation
 from boostax._src.freeze_groups import Path, group_mask, groups_of
 from boostax._src.masked_update import mask_tree, masked_update
 
@@ -47,9 +48,15 @@ class FreezeState(NamedTuple):
 
     Attributes:
       position: index of the next step in the sequence, ``int32`` scalar.
+      settings: the record of the plan the last step ran
+        (`Freezing.settings_record`: the sequence's settings and hashes),
+        ``int32[14]``; zeros before the first step. A step given a state
+        refuses one whose record says its steps so far ran other depths
+        than its own sequence gives them (`freeze_record.check_resume`).
     """
 
     position: jax.Array
+    settings: jax.Array
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -69,6 +76,11 @@ class Freezing:
         train the same depth, so every accumulated gradient is complete.
       wrap: past its end the sequence starts again (MindSpore's); else it
         stays at its last depth (the progressive schedule).
+      settings: the `FreezeSettings` the sequence was computed from
+        (`freezing_factory` sets them), or ``None`` for a sequence given
+        directly. With them, a state resumed under other settings that
+        leave the depths of its steps so far as they were goes on (see
+        `freeze_record.check_resume`); without, only the same sequence.
     """
 
     groups: tuple[tuple[Path, ...], ...]
@@ -76,6 +88,7 @@ class Freezing:
     group_optimizers: tuple[optax.GradientTransformation, ...] | None = None
     micro_steps: int = 1
     wrap: bool = True
+    settings: freeze_record.FreezeSettings | None = None
 
     def __post_init__(self):
         groups = validation.check_sequence(
@@ -128,7 +141,66 @@ class Freezing:
                 )
         validation.check_int("micro_steps", self.micro_steps, minimum=1)
         validation.check_bool("wrap", self.wrap)
+        if self.settings is not None and not isinstance(
+            self.settings, freeze_record.FreezeSettings
+        ):
+            raise TypeError(
+                "`settings` must be None or a FreezeSettings (the sequence's "
+                f"settings), {validation.got(self.settings)}."
+            )
         object.__setattr__(self, "sequence", sequence.astype(np.int32))
+
+    @functools.cached_property
+    def settings_record(self) -> np.ndarray:
+        """The record of this plan each step writes into the state
+        (`freeze_record.settings_record`), ``int32[14]``."""
+        return freeze_record.settings_record(self)
+
+    def init_state(self) -> FreezeState:
+        """The `FreezeState` of a run that has not started: position 0,
+        no record."""
+        return FreezeState(
+            jnp.zeros([], jnp.int32),
+            jnp.zeros([freeze_record.SIZE], jnp.int32),
+        )
+
+    def next_state(self, state: FreezeState) -> FreezeState:
+        """The `FreezeState` after a step of this plan (inside the step):
+        one position on, and this plan's record."""
+        return FreezeState(
+            state.position + 1, jnp.asarray(self.settings_record)
+        )
+
+    def check_resume(self, state: FreezeState) -> None:
+        """Raises unless the steps the `FreezeState` `state` has run
+        ran the depths this plan gives them
+        (`freeze_record.check_resume`)."""
+        freeze_record.check_resume(self, state)
+
+    def stamp(self, state):
+        """`state` (a `TrainState`) recording this plan as the one its
+        steps ran, its position kept.
+
+        The way to resume a state whose record a train step refuses
+        (`freeze_record.check_resume`) when you know better: one saved
+        under this plan by a boostax that wrote no record, or one whose
+        schedule you change on purpose from here on (its steps so far keep
+        the depths they ran; a group frozen for good may train again).
+        """
+        freeze = state.algorithms.freeze
+        record = self.settings_record
+        sharding = getattr(freeze.position, "sharding", None)
+        if sharding is None:
+            value = jnp.asarray(record)
+        else:
+            value = jax.make_array_from_callback(
+                record.shape, sharding, lambda index: record[index]
+            )
+        return state.replace(
+            algorithms=state.algorithms._replace(
+                freeze=freeze._replace(settings=value)
+            )
+        )
 
     def depth(self, position: int) -> int:
         """The depth of train step `position` (see `wrap`)."""
@@ -285,6 +357,14 @@ def freezing_factory(
     sequence = freeze_sequence.generate_freeze_index_sequence(
         groups_number, strategy, freeze_p, total_steps, seed=seed
     )
+    # Checked by the sequence's computation.
+    settings = freeze_record.FreezeSettings(
+        int(groups_number),
+        int(strategy),
+        float(freeze_p),
+        int(total_steps),
+        int(seed),
+    )
 
     def make(params) -> Freezing:
         return Freezing(
@@ -292,6 +372,7 @@ def freezing_factory(
             sequence,
             micro_steps=micro_steps,
             wrap=strategy != freeze_sequence.PROGRESSIVE_STRATEGY,
+            settings=settings,
         )
 
     return make

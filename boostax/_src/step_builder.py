@@ -348,9 +348,7 @@ class StepBuilder:
         if self.loss_scale is not None:
             algorithms = algorithms._replace(loss_scale=self.loss_scale.init())
         if plan.freezing is not None:
-            algorithms = algorithms._replace(
-                freeze=freezing_lib.FreezeState(jnp.zeros([], jnp.int32))
-            )
+            algorithms = algorithms._replace(freeze=plan.freezing.init_state())
         return algorithms
 
     def init_state(self, variables: Any, rng: jax.Array | None) -> TrainState:
@@ -402,6 +400,9 @@ class StepBuilder:
         train_state.check_fingerprint(state)
         if self._reference is None:
             self._reference = step_checks.abstract_slots(state)
+        if plan.freezing is not None:
+            # Its steps so far ran the depths this plan gives them.
+            plan.freezing.check_resume(state.algorithms.freeze)
 
     # -- the step ---------------------------------------------------------
 
@@ -727,7 +728,7 @@ class StepBuilder:
         }
         if depth is not None:
             algorithms = algorithms._replace(
-                freeze=freezing_lib.FreezeState(algorithms.freeze.position + 1)
+                freeze=plan.freezing.next_state(algorithms.freeze)
             )
             metrics = {
                 **metrics,
