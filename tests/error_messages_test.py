@@ -50,6 +50,25 @@ class Noisy(nn.Module):
         return nn.Dense(10)(x)
 
 
+class DevicesTest(absltest.TestCase):
+    def test_a_state_of_another_device_count_names_both(self):
+        # Was JAX's "Received incompatible devices for jitted computation".
+        def step(devices):
+            mesh = jax.sharding.Mesh(np.array(jax.devices()[:devices]), ("d",))
+            return _mlp_step(data_parallel=boostax.DataParallel(mesh))
+
+        eight, variables = step(8)
+        state = eight.init(variables)
+        four, _ = step(4)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"`state.step` is on 8 devices \(\[0, 1, 2, 3, 4, 5, 6, 7\]\), "
+            r"and this step runs on the 4 devices of its mesh \(\[0, 1, 2, "
+            r"3\]\).*Restore its checkpoint into this step's template",
+        ):
+            four(state, (X, Y))
+
+
 class SampleInputsTest(absltest.TestCase):
     def test_wrong_rank_names_sample_inputs(self):
         # Was NumPy's "operands could not be broadcast together" from Flax.

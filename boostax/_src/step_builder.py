@@ -380,6 +380,8 @@ class StepBuilder:
         """Raises if `state` is not a state of this step (see `TrainStep`)."""
         step_checks.require_state(state)
         step_checks.check_counters(state)
+        if self.data_parallel is not None:
+            step_checks.check_devices(state, self.data_parallel.mesh)
         plan = self.plan(state.params)
         expected = {
             "opt_state": jax.eval_shape(

@@ -225,6 +225,36 @@ def _signature(leaf) -> str:
     return f"{jnp.dtype(leaf.dtype).name}[{shape}]"
 
 
+def check_devices(state, mesh) -> None:
+    """Raises if `state`'s arrays live on devices other than `mesh`'s.
+
+    A state saved or built on another device count (an 8-device state
+    given to a step on 4) fails inside JAX with "incompatible devices",
+    naming neither the state nor the way out.
+
+    Raises:
+      ValueError: naming the slot, its devices and the mesh's.
+    """
+    wanted = set(mesh.devices.flat)
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is None:
+            continue  # a NumPy array: placed by the step
+        held = sharding.device_set
+        if held <= wanted:
+            continue
+        raise ValueError(
+            f"`state{jax.tree_util.keystr(path)}` is on {len(held)} devices "
+            f"({sorted(d.id for d in held)}), and this step runs on the "
+            f"{len(wanted)} devices of its mesh "
+            f"({sorted(d.id for d in wanted)}): a state of another device "
+            "count or mesh. Restore its checkpoint into this step's template "
+            "(`jax.tree.map(ocp.utils.to_shape_dtype_struct, ts.init(...))`: "
+            "Orbax places each leaf as the template's), or build the step on "
+            "the state's devices."
+        )
+
+
 def check_leaf_types(state, reference: dict[str, Any]) -> None:
     """Raises if a leaf of `state` differs in dtype or shape from `reference`.
 
