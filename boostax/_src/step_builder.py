@@ -729,6 +729,7 @@ class StepBuilder:
             **optimizer_metrics(own_opt_state(plan, opt_state, depth), finite),
         }
         if depth is not None:
+            assert plan.freezing is not None  # a depth: the step freezes
             algorithms = algorithms._replace(
                 freeze=plan.freezing.next_state(algorithms.freeze)
             )
