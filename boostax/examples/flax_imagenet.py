@@ -3,21 +3,25 @@
 """The Flax ImageNet example, unported, on the digits: what flax_port ports.
 
 The structure, names and train/eval/checkpoint code of ``examples/imagenet``
-in google/flax (``train.py`` and ``models.py`` read at commit
-594b4529fa84bbbba5d5031d12968d355d03850f): a models section of Linen
-ResNets whose BatchNorms are synchronised over the ``pmap`` axis
-``'batch'``; a pmapped ``train_step`` with the L2 penalty in its loss, the
-gradients ``pmean``'d and a ``DynamicScale`` branch; ``compute_metrics``
-``pmean``'d over ``'batch'``; ``sync_batch_stats`` before evaluation and
-checkpoints; ``save_checkpoint`` of the first replica; and
-``train_and_evaluate`` evaluating at each epoch's end.
+in google/flax, ``train.py`` at commit
+594b4529fa84bbbba5d5031d12968d355d03850f: a pmapped ``train_step`` with the
+L2 penalty in its loss, the gradients ``pmean``'d and a ``DynamicScale``
+branch; ``compute_metrics`` ``pmean``'d over ``'batch'``; the state
+replicated (``jax_utils.replicate``), ``sync_batch_stats`` before
+evaluation and checkpoints; ``save_checkpoint`` of the first replica; and
+``train_and_evaluate`` evaluating at each epoch's end and returning the
+final (replicated) ``TrainState``. The models section is ``models.py``'s
+``ResNet`` and ``ResNetBlock``, the block's last BatchNorm initialised at
+``scale_init=zeros_init()`` and every BatchNorm synchronised over the
+``pmap`` axis (``axis_name='batch'``, as the example's later ``models.py``
+has it; with it ``sync_batch_stats`` averages equal statistics).
 
 What differs from the example, to run in seconds and in a test: the data
 are scikit-learn's 8x8 digits in dict batches (``create_input_iter``), the
-model is tiny, the config is a small dataclass (no ml_collections), the
-evaluation summaries go to a `ScalarLog` (the example's CLU writer), two
-blocks of ``train_and_evaluate`` are functions here (`run_lengths`,
-`write_eval_summary`) that the port shares, and
+model is tiny (no max-pool stem), the config is a small dataclass (no
+ml_collections), the evaluation summaries go to a `ScalarLog` (the
+example's CLU writer), two blocks of ``train_and_evaluate`` are functions
+here (`run_lengths`, `write_eval_summary`) that the port shares, and
 ``train_and_evaluate`` takes the ``devices`` to pmap over (the example uses
 every local device), so that a test can run it on one device and on eight.
 `boostax.examples.flax_port` is this script ported to boostax.
@@ -79,6 +83,33 @@ class ResNetBlock(nn.Module):
         return self.act(x + y)
 
 
+class BottleneckResNetBlock(nn.Module):
+    """1x1, 3x3 and 1x1 convolutions (4x wider out) and a shortcut."""
+
+    filters: int
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+    strides: tuple[int, int] = (1, 1)
+
+    @nn.compact
+    def __call__(self, x):
+        residual = x
+        y = self.conv(self.filters, (1, 1))(x)
+        y = self.act(self.norm()(y))
+        y = self.conv(self.filters, (3, 3), self.strides)(y)
+        y = self.act(self.norm()(y))
+        y = self.conv(self.filters * 4, (1, 1))(y)
+        # The branch's last BatchNorm starts at zero, as ResNetBlock's.
+        y = self.norm(scale_init=nn.initializers.zeros_init())(y)
+        if residual.shape != y.shape:
+            residual = self.conv(
+                self.filters * 4, (1, 1), self.strides, name="conv_proj"
+            )(residual)
+            residual = self.norm(name="norm_proj")(residual)
+        return self.act(residual + y)
+
+
 class ResNet(nn.Module):
     """A ResNet v1 for small images, its BatchNorms synchronised over 'batch'.
 
@@ -127,6 +158,10 @@ class ResNet(nn.Module):
 
 
 ResNet4 = functools.partial(ResNet, stage_sizes=(1, 1))  # 4 conv layers deep
+# The block of the example's ResNet50 and deeper (its default model).
+BottleneckResNet4 = functools.partial(
+    ResNet, stage_sizes=(1, 1), block_cls=BottleneckResNetBlock
+)
 
 
 # ---------------------------------------------------------------------------

@@ -3,16 +3,18 @@
 """The Flax ImageNet example ported to boostax: the worked docs/porting_flax.md.
 
 `boostax.examples.flax_imagenet` is the example as Flax writes it (google/flax
-``examples/imagenet`` at commit 594b4529fa84bbbba5d5031d12968d355d03850f, on
-the digits); this module is that script after the guide's changes, and
-nothing else. What the port leaves as it is, it imports from there: the
-models section, ``create_model``, ``initialized``, ``cross_entropy_loss``,
-``compute_metrics`` (its ``lax.pmean`` included), ``create_learning_rate_fn``,
-``eval_step``, the ``TrainState`` class, ``restore_checkpoint`` and the
-evaluation loop. What it changes is below, each change marked ``# boostax:``
-with its number in the guide. tests/flax_port_example_test.py runs both on
-one device and on eight, at O0, O1 and O2, and checks that the port reports
-the example's own eval numbers.
+``examples/imagenet``, ``train.py`` at commit
+594b4529fa84bbbba5d5031d12968d355d03850f, on the digits); this module is
+that script after the guide's changes, and nothing else. What the port
+leaves as it is, it imports from there: the models section, ``create_model``,
+``initialized``, ``cross_entropy_loss``, ``compute_metrics`` (its
+``lax.pmean`` included), ``create_learning_rate_fn``, ``eval_step``, the
+``TrainState`` class, ``restore_checkpoint`` and the evaluation loop. What
+it changes is below, every changed line marked ``# boostax:`` with the
+number of its change in the guide (1 to 9). tests/flax_port_example_test.py
+runs both on one device and on eight, at O0, O1 (also with gradient
+accumulation) and O2, and with the optimizer state sharded (ZeRO-1), and
+checks that the port reports the example's own eval numbers.
 
 Run a level from the command line::
 
@@ -57,8 +59,8 @@ from boostax.examples.flax_imagenet import (  # unchanged by the port
 )
 
 
-def train_loss(logits, labels):
-    """The loss and the example's train accuracy (boostax: change 1).
+def train_loss(logits, labels):  # boostax: the step's loss (change 1)
+    """The loss and the example's train accuracy.
 
     boostax reports the loss itself (``metrics['loss']``, a reserved name);
     the example's other train metric comes back as the loss's aux output.
@@ -68,8 +70,8 @@ def train_loss(logits, labels):
 
 
 def create_input_iter(config, train, devices):
-    if train:  # boostax: the host batch as it is; the train step splits it
-        return create_split(config, train)  # (change 4)
+    if train:  # boostax: the host batch as it is, ts splits it (change 4)
+        return create_split(config, train)
     it = map(
         functools.partial(prepare_tf_data, devices=devices),
         create_split(config, train),
@@ -79,7 +81,7 @@ def create_input_iter(config, train, devices):
 
 
 def save_checkpoint(state, workdir):
-    # boostax: no first replica to take: the state is one pytree (change 7).
+    # boostax: no first replica to take: one pytree, sharded or not (change 7)
     step = int(state.step)
     logging.info("Saving checkpoint step %d.", step)
     checkpoints.save_checkpoint_multiprocess(workdir, state, step, keep=3)
@@ -88,7 +90,10 @@ def save_checkpoint(state, workdir):
 def create_train_state(
     rng, config: Config, model, image_size, learning_rate_fn, mesh
 ):
-    """Create the train step and its initial state (boostax: change 1)."""
+    """Create the train step and its initial state.
+
+    boostax: returns ``(ts, state)``, the step and its state (change 1).
+    """
     platform = jax.local_devices()[0].platform
     if config.half_precision and platform == "gpu":
         # boostax: was DynamicScale() (change 6).
@@ -104,9 +109,9 @@ def create_train_state(
         momentum=config.momentum,
         nesterov=True,
     )
-    ts = boostax.auto_boost(  # boostax: was TrainState.create
-        config.boost_level,
-        config.boost_config,
+    ts = boostax.auto_boost(  # boostax: was TrainState.create (change 1)
+        config.boost_level,  # boostax: the config's new fields (change 8)
+        config.boost_config,  # boostax: a ConfigDict as it is (change 8)
         optimizer=tx,
         model=model,
         loss=train_loss,
@@ -114,16 +119,22 @@ def create_train_state(
         sample_inputs=jnp.ones(
             (1, image_size, image_size, CHANNELS), model.dtype
         ),
-        mesh=mesh,
-        loss_scale=loss_scale,
+        mesh=mesh,  # boostax: the devices (change 4)
+        loss_scale=loss_scale,  # boostax: was dynamic_scale (change 6)
         weight_decay=0.0001,  # boostax: was the L2 term (change 2)
         batch_keys=("image", "label"),  # boostax: dict batches (change 3)
     )
+    # boostax: the state of the variables (fresh: LessBN's init; change 1)
     return ts, ts.init({"params": params, "batch_stats": batch_stats})
 
 
-def accumulation_steps(config: Config) -> int:
-    """Micro-steps per optimizer update (1 without gradient accumulation)."""
+def accumulation_steps(config: Config) -> int:  # boostax: k (change 5)
+    """Micro-steps per optimizer update (1 without gradient accumulation).
+
+    ``k``, read from the boost config as the step reads it: the level's
+    defaults, then ``boost.mode`` and the sections (a ``ConfigDict`` or a
+    dict).
+    """
     boost_config = boostax.BoostConfig.from_dict(
         config.boost_config, level=config.boost_level
     )
@@ -149,9 +160,11 @@ def train_and_evaluate(
       devices: the devices to train on (default: every local device).
 
     Returns:
-      ``(train_step, state)``: the `boostax.TrainStep` and its final state
-      (the example returns its final ``TrainState``; `to_flax_train_state`
-      of these gives it).
+      ``(ts, state)``: the `boostax.TrainStep` and its final state, one
+      pytree with no replica axis. boostax: the example returns its final
+      ``TrainState``, replicated over the devices; ``to_flax_train_state(ts,
+      state, cls=TrainState, dynamic_scale=None)`` gives it, unreplicated
+      (change 9).
     """
     writer = ScalarLog() if writer is None else writer
     devices = jax.local_devices() if devices is None else list(devices)
@@ -193,7 +206,7 @@ def train_and_evaluate(
     state = restore_checkpoint(state, workdir)
     # step_offset > 0 if restarting from checkpoint
     step_offset = int(state.step)
-    # boostax: no replicate and no pmapped train step (change 1).
+    # boostax: no replicate and no pmapped train step (change 1)
 
     p_eval_step = jax.pmap(eval_step, axis_name="batch", devices=devices)
 
@@ -201,14 +214,15 @@ def train_and_evaluate(
     for step, batch in zip(
         range(step_offset, num_steps), train_iter, strict=False
     ):
-        state, metrics = ts(state, batch)  # boostax: was p_train_step
+        # boostax: was p_train_step (change 1)
+        state, metrics = ts(state, batch)
 
         if config.log_every_steps:
             # boostax: the rate on the host (change 1).
             lr = learning_rate_fn(step // accumulation)
             train_metrics.append({**metrics, "learning_rate": lr})
             if (step + 1) % config.log_every_steps == 0:
-                # boostax: scalar metrics, stacked (was get_metrics).
+                # boostax: scalars, stacked (was get_metrics; change 4)
                 train_metrics = common_utils.stack_forest(
                     jax.device_get(train_metrics)
                 )
@@ -224,7 +238,7 @@ def train_and_evaluate(
         if (step + 1) % steps_per_epoch == 0:
             epoch = step // steps_per_epoch
             # boostax: the Flax TrainState the eval step reads, replicated
-            # as the example's state is (was sync_batch_stats; change 7).
+            # as the example's state is (was sync_batch_stats; change 7)
             eval_state = jax_utils.replicate(
                 boostax.to_flax_train_state(
                     ts, state, cls=TrainState, dynamic_scale=None
@@ -236,9 +250,9 @@ def train_and_evaluate(
             )
             write_eval_summary(writer, step, epoch, summary)
         if (step + 1) % steps_per_checkpoint == 0 or step + 1 == num_steps:
-            save_checkpoint(state, workdir)  # boostax: no sync_batch_stats
+            save_checkpoint(state, workdir)  # boostax: no sync (change 7)
 
-    return ts, state
+    return ts, state  # boostax: the step and its state (change 9)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
