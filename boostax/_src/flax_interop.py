@@ -263,7 +263,12 @@ def from_flax_train_state(
         `train_step`'s freezing plan), and `rng`.
       init_optimizer: build a fresh optimizer state for `train_step`
         instead of taking ``flax_state.opt_state`` (a checkpoint of another
-        optimizer, or of training without boost).
+        optimizer, or of training without boost). Its counts start at 0,
+        so a learning-rate schedule starts again, warm-up included; where
+        it should go on, set the schedule's count
+        (``optax.tree_utils.tree_set(state.opt_state, count=...)`` sets
+        every ``count``, Adam's bias correction's too: fresh moments want
+        theirs at 0).
       rng: without `like`, the base PRNG key (default ``PRNGKey(0)``).
       trained: whether the Flax state's weights were trained (see
         `TrainStep.init`); ``None``: trained if the Flax state's ``step``
