@@ -442,8 +442,8 @@ class BatchKeysTest(absltest.TestCase):
             state, metrics = step(state, batch)
         lengths = [step.program_at(i)[1] for i in range(7)]
         self.assertEqual(lengths, [8, 8, 8, 12, 12, 12, 16])
-        # The global batch's tokens, not one device's.
-        self.assertEqual(int(metrics["tokens"]), 8 * 16)
+        # The tokens of the entries cut (not of the image features).
+        self.assertEqual(int(metrics["tokens"]), 4 * 16)
         plain = make()
         expected = plain.init(variables())
         for length, batch in zip(lengths, data, strict=True):

@@ -151,6 +151,20 @@ class ZeroInitScalesTest(absltest.TestCase):
             )
 
 
+class HandBuiltWrapperTest(absltest.TestCase):
+    def test_running_statistics_tell_without_the_plan(self):
+        # A LinenLessBN built by hand has no record of the initialisers:
+        # the running statistics (0 and 1 in every Flax model) tell.
+        model = boostax.LinenLessBN(RESNET, fn_head=("Dense_0",))
+        converted = model.convert_variables(FRESH)
+        self.assertIn("multiplier", converted["params"]["Dense_0"])
+        trained = jax.tree_util.tree_map_with_path(
+            lambda path, x: x + 0.5 if "mean" in str(path) else x, FRESH
+        )
+        with self.assertRaisesRegex(ValueError, "mean of BatchNorm"):
+            model.convert_variables(trained)
+
+
 class BiasFreeHeadTest(absltest.TestCase):
     def test_a_trained_bias_free_head_is_never_replaced(self):
         model = MLP()

@@ -88,7 +88,9 @@ class LinenLessBN(nn.Module):
         where a trained one's map goes when variables are converted.
       initial: the original model's constant-initialised variables
         (`LessBNPlan.initial`): what tells trained variables from fresh
-        ones when they are converted.
+        ones when they are converted. Empty (a wrapper built by hand): the
+        BatchNorms' running statistics found in the variables, which Flax
+        starts at 0 and 1.
     """
 
     network: nn.Module
@@ -210,10 +212,13 @@ class LinenLessBN(nn.Module):
         params = variables.get("params", {})
         if not _is_original(variables, self):
             return variables
+        # Built without the plan's record (a LinenLessBN made by hand): the
+        # running statistics, which Flax starts at 0 and 1 in every model.
+        initial = self.initial or _running_statistics(variables)
         why = less_bn_weights.why_trained(
             trained,
             *less_bn_weights.trained_evidence(
-                self.initial, lambda value: _held(variables, value)
+                initial, lambda value: _held(variables, value)
             ),
         )
         if self.fn_head is not None and _fn_head_unconverted(params, self):
@@ -279,6 +284,34 @@ def _held(variables: dict, value) -> Any:
         if isinstance(layer, dict) and value.name in layer:
             return layer[value.name]
     return None
+
+
+def _running_statistics(variables: dict) -> tuple[InitialValue, ...]:
+    """The `InitialValue` of every BatchNorm's running mean and variance in
+    `variables` (a module whose model-state collection holds both)."""
+    found: list[InitialValue] = []
+
+    def walk(tree, path):
+        if not isinstance(tree, dict):
+            return
+        if "mean" in tree and "var" in tree:
+            for name, init in (("mean", jnp.zeros), ("var", jnp.ones)):
+                found.append(
+                    InitialValue(
+                        path,
+                        name,
+                        lambda key, shape, dtype, init=init: init(shape, dtype),
+                        "BatchNorm",
+                    )
+                )
+            return
+        for key, value in tree.items():
+            walk(value, (*path, key))
+
+    for name, collection in variables.items():
+        if name != "params":
+            walk(collection, ())
+    return tuple(found)
 
 
 def _fold(variables: dict, fold, path, values) -> None:
