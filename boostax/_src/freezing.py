@@ -30,7 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from boostax._src import freeze_record, freeze_sequence, validation
+from boostax._src import (
+    freeze_record,
+    freeze_sequence,
+    tree_utils,
+    validation,
+)
 from boostax._src.freeze_groups import Path, group_mask, groups_of
 from boostax._src.masked_update import mask_tree, masked_update
 
@@ -188,14 +193,7 @@ class Freezing:
         the depths they ran; a group frozen for good may train again).
         """
         freeze = state.algorithms.freeze
-        record = self.settings_record
-        sharding = getattr(freeze.position, "sharding", None)
-        if sharding is None:
-            value = jnp.asarray(record)
-        else:
-            value = jax.make_array_from_callback(
-                record.shape, sharding, lambda index: record[index]
-            )
+        value = tree_utils.placed_like(self.settings_record, freeze.position)
         return state.replace(
             algorithms=state.algorithms._replace(
                 freeze=freeze._replace(settings=value)

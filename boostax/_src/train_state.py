@@ -30,10 +30,11 @@ from typing import Any, NamedTuple
 
 import flax.struct
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import serialization
+
+from boostax._src import tree_utils
 
 PyTree = Any
 
@@ -166,14 +167,9 @@ def with_fingerprint(state: TrainState) -> TrainState:
     `structure_fingerprint`, placed as ``state.step`` is (replicated on
     the mesh of a data-parallel state, in every process)."""
     fingerprint = structure_fingerprint(state)
-    sharding = getattr(state.step, "sharding", None)
-    if sharding is None:
-        value = jnp.asarray(fingerprint)
-    else:
-        value = jax.make_array_from_callback(
-            fingerprint.shape, sharding, lambda index: fingerprint[index]
-        )
-    return state.replace(fingerprint=value)
+    return state.replace(
+        fingerprint=tree_utils.placed_like(fingerprint, state.step)
+    )
 
 
 _CONVERT = (
@@ -256,7 +252,9 @@ def check_fingerprint(state: TrainState, *, restoring: bool = False) -> None:
     if given.shape == expected.shape:
         differ = ", ".join(
             f"`{name}`"
-            for name, a, b in zip(FINGERPRINT_SLOTS, given, expected)
+            for name, a, b in zip(
+                FINGERPRINT_SLOTS, given, expected, strict=True
+            )
             if a != b
         )
     else:

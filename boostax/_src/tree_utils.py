@@ -96,3 +96,15 @@ def nested_pop(tree: dict, path) -> None:
         if not isinstance(node, dict):
             return
     node.pop(path[-1], None)
+
+
+def placed_like(value, like) -> jax.Array:
+    """A host array `value` on the devices `like` is on, as `like` is
+    placed (its sharding: replicated over a mesh, in every process);
+    on the default device where `like` has no sharding."""
+    sharding = getattr(like, "sharding", None)
+    if sharding is None:
+        return jax.numpy.asarray(value)
+    return jax.make_array_from_callback(
+        value.shape, sharding, lambda index: value[index]
+    )
