@@ -186,7 +186,9 @@ class BiasFreeHeadTest(absltest.TestCase):
         self.assertIn("multiplier", state.params["Dense_1"])
         with self.assertRaisesRegex(ValueError, "FN head"):
             ts.init(fresh, trained=True)
-        with self.assertRaisesRegex(TypeError, "True, False or None"):
+        with self.assertRaisesRegex(
+            TypeError, r"`trained` must be a bool \(True or False\) or None"
+        ):
             ts.init(fresh, trained="yes")
 
 

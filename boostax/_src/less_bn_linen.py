@@ -40,6 +40,7 @@ from boostax._src.less_bn_plan import (
     LessBNPlan,
     path_str,
     plan_less_bn,
+    running_statistics,
 )
 from boostax._src.tree_utils import nested_get, nested_has, nested_pop
 
@@ -214,7 +215,7 @@ class LinenLessBN(nn.Module):
             return variables
         # Built without the plan's record (a LinenLessBN made by hand): the
         # running statistics, which Flax starts at 0 and 1 in every model.
-        initial = self.initial or _running_statistics(variables)
+        initial = self.initial or _every_running_statistic(variables)
         why = less_bn_weights.why_trained(
             trained,
             *less_bn_weights.trained_evidence(
@@ -286,7 +287,7 @@ def _held(variables: dict, value) -> Any:
     return None
 
 
-def _running_statistics(variables: dict) -> tuple[InitialValue, ...]:
+def _every_running_statistic(variables: dict) -> tuple[InitialValue, ...]:
     """The `InitialValue` of every BatchNorm's running mean and variance in
     `variables` (a module whose model-state collection holds both)."""
     found: list[InitialValue] = []
@@ -295,15 +296,7 @@ def _running_statistics(variables: dict) -> tuple[InitialValue, ...]:
         if not isinstance(tree, dict):
             return
         if "mean" in tree and "var" in tree:
-            for name, init in (("mean", jnp.zeros), ("var", jnp.ones)):
-                found.append(
-                    InitialValue(
-                        path,
-                        name,
-                        lambda key, shape, dtype, init=init: init(shape, dtype),
-                        "BatchNorm",
-                    )
-                )
+            found.extend(running_statistics(path).values())
             return
         for key, value in tree.items():
             walk(value, (*path, key))

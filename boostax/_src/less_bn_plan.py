@@ -224,6 +224,15 @@ def _ones(key, shape, dtype):
     return np.ones(shape, dtype)
 
 
+def running_statistics(path: tuple[Any, ...]) -> dict[str, InitialValue]:
+    """The `InitialValue` of a BatchNorm's running mean and variance: both
+    Flax APIs start them at 0 and 1, whatever the model."""
+    return {
+        "mean": InitialValue(path, "mean", _zeros, "BatchNorm"),
+        "var": InitialValue(path, "var", _ones, "BatchNorm"),
+    }
+
+
 def initial_values(graph: model_graph.Graph) -> tuple[InitialValue, ...]:
     """The `InitialValue` of each variable the model's BatchNorms, dense
     layers and convolutions initialise (those held: ``use_bias=False`` has
@@ -232,21 +241,19 @@ def initial_values(graph: model_graph.Graph) -> tuple[InitialValue, ...]:
     for call in graph.calls:
         if call.kind not in _LAYER_NAMES:
             continue
-        module, layer = call.module, _LAYER_NAMES[call.kind]
-        inits = {}
+        module, path = call.module, tuple(call.path)
+        values = {}
         if call.kind == "batch_norm":
-            # Both Flax APIs start the running statistics at 0 and 1.
-            inits = {"mean": _zeros, "var": _ones}
+            values = running_statistics(path)
         for name in ("scale", "bias"):
             if getattr(module, f"use_{name}", name == "bias"):
                 init = _initialiser(module, name)
                 if init is not None:
-                    inits[name] = init
-        for name, init in inits.items():
-            found.setdefault(
-                (*call.path, name),
-                InitialValue(tuple(call.path), name, init, layer),
-            )
+                    values[name] = InitialValue(
+                        path, name, init, _LAYER_NAMES[call.kind]
+                    )
+        for name, value in values.items():
+            found.setdefault((*path, name), value)
     return tuple(found.values())
 
 

@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from boostax._src import validation
 from boostax._src.less_bn_plan import BatchNormFold, InitialValue, path_str
 
 # The variables of a BatchNorm (nn.BatchNorm and nnx.BatchNorm alike).
@@ -111,10 +112,7 @@ def why_trained(
         initial value; ``None`` where no variable can tell (the model
         initialises none at a constant).
     """
-    if trained is not None and not isinstance(trained, bool):
-        raise TypeError(
-            f"`trained` must be True, False or None, got {trained!r}."
-        )
+    validation.check_optional_bool("trained", trained)
     if trained is False and evidence is not None:
         raise ValueError(
             f"`trained=False` says the weights are fresh, but {evidence}: "

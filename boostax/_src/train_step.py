@@ -438,10 +438,7 @@ class TrainStep:
             `trained`), or ``trained=False`` for weights a variable shows
             were trained.
         """
-        if trained is not None and not isinstance(trained, bool):
-            raise TypeError(
-                f"`trained` must be True, False or None, got {trained!r}."
-            )
+        validation.check_optional_bool("trained", trained)
         convert = getattr(self.objective, "convert_variables", None)
         if convert is not None and variables is not None:
             # LessBN's conversion, told what the caller knows; the split
