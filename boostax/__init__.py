@@ -149,6 +149,7 @@ from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
 from boostax._src.train_step_bytes import step_bytes as step_bytes
 from boostax._src.trajectory import pca_matrix as pca_matrix
+from boostax._src.weighted_loss import WeightedLoss as WeightedLoss
 
 __version__ = "0.1.0.dev0"
 
@@ -206,6 +207,7 @@ __all__ = (
     "TrainState",
     "TrainStep",
     "Trajectory",
+    "WeightedLoss",
     "adasum",
     "adasum_gradients",
     "adasum_pair",

@@ -39,7 +39,12 @@ import jax.numpy as jnp
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import boxed_variables, model_errors, validation
+from boostax._src import (
+    boxed_variables,
+    model_errors,
+    validation,
+    weighted_loss,
+)
 from boostax._src import precision as precision_lib
 from boostax._src import step_attributes as step_attributes_lib
 from boostax._src.batches import (
@@ -49,6 +54,7 @@ from boostax._src.batches import (
     model_args,
 )
 from boostax._src.model_graph import accepts_train, init_rngs
+from boostax._src.weighted_loss import WeightedLoss
 
 PyTree = Any
 LossAux = tuple[PyTree, dict[str, jax.Array]]
@@ -119,7 +125,17 @@ def _call_loss(loss, has_aux, outputs, targets):
 
 
 def _loss_result(result, has_aux: bool, name: str):
-    """``(scalar, metrics)`` from a loss's result, checked at trace time."""
+    """``(scalar, metrics)`` from a loss's result, checked at trace time
+    (the scalar may be a `WeightedLoss`, which the step normalises)."""
+    if isinstance(result, WeightedLoss):
+        if has_aux:
+            raise TypeError(
+                f"With `has_aux=True`, `{name}` must return (loss, dict of "
+                "metrics), got a bare WeightedLoss: return "
+                "(WeightedLoss(total, weight), metrics)."
+            )
+        weighted_loss.check(result, name)
+        return result, {}
     if has_aux:
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise TypeError(
@@ -134,6 +150,9 @@ def _loss_result(result, has_aux: bool, name: str):
                 f"{type(metrics).__name__}."
             )
         metrics = dict(metrics)
+        if isinstance(value, WeightedLoss):
+            weighted_loss.check(value, name)
+            return value, metrics
     else:
         value, metrics = result, {}
         if isinstance(result, (tuple, list)):

@@ -51,6 +51,7 @@ from boostax._src import (
     train_state,
     tree_utils,
     validation,
+    weighted_loss,
 )
 from boostax._src import precision as precision_lib
 from boostax._src.masked_update import keep_frozen, mask_tree, merge_trees
@@ -466,6 +467,9 @@ class StepBuilder:
                 value, (model_state, metrics) = self.objective.loss_fn(
                     params, state.model_state, batch, rng
                 )
+            # A WeightedLoss: over the whole batch's weight, not this
+            # device's (the devices' mean below is then the batch's loss).
+            value = weighted_loss.mean(value, dp.axes if dp else ())
             scaled = (
                 value if scaler is None else scaler.scale(value, scale_state)
             )
