@@ -84,7 +84,11 @@ class DefaultsTest(parameterized.TestCase):
         self.assertFalse(defaults.pop("seq_len_warmup")["enabled"])
         self.assertEqual(
             defaults.pop("data_parallel"),
-            {"shard_optimizer_state": False, "shard_params": None},
+            {
+                "shard_optimizer_state": False,
+                "shard_params": None,
+                "engine": "shard_map",
+            },
         )
         # fn_flag None: MindSpore's True where the FN head can work (a
         # classifier's logits), off on per-position outputs.

@@ -160,7 +160,12 @@ def dim_reduce_from_config(
         gamma=section.gamma,
         alpha=section.alpha,
         sigma=section.sigma,
-        axis_name=None if data_parallel is None else data_parallel.axes,
+        # Over the global batch ("jit" engine) there is no axis to sum on.
+        axis_name=(
+            data_parallel.axes
+            if data_parallel is not None and data_parallel.explicit
+            else None
+        ),
     )
 
 
@@ -523,6 +528,7 @@ def data_parallel_from_config(
         data_parallel_lib.DataParallel,
         shard_optimizer_state=shard_optimizer_state,
         shard_params=shard_params,
+        engine=config.data_parallel.engine,
     )
     adasum_on = config.is_enabled("adasum")
     if not adasum_on:

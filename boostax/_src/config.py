@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import freeze_sequence, user_warnings, validation
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 
@@ -380,11 +381,24 @@ class DataParallelSection(_Section):
     ``auto_boost(..., shard_params=...)``. ``None`` (default): decided when
     the step is built, split only under a half-precision policy without
     gradient freezing or accumulation.
+
+    ``engine``: ``"shard_map"`` (default: the step runs per device, its
+    collectives written out) or ``"jit"`` (the one-device step jitted over
+    the global batch, XLA inserting the collectives; any Optax optimizer
+    sharded, FSDP with ``shard_params``): `DataParallel`'s ``engine``.
     """
 
     NAME: ClassVar[str] = "data_parallel"
     shard_optimizer_state: bool = _key(False, "bool")
     shard_params: bool | None = _key(None, "optional_bool")
+    # A str: checked below.
+    engine: str = "shard_map"
+
+    def __post_init__(self):
+        super().__post_init__()
+        validation.check_one_of(
+            "data_parallel.engine", self.engine, data_parallel_lib.ENGINES
+        )
 
 
 SECTIONS: Mapping[str, type[_Section]] = {

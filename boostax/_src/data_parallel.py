@@ -30,6 +30,10 @@ loss-scale state is reduced so that every device skips the same steps.
 
 Works across processes (``jax.distributed``) unchanged: every process
 passes its share of the global batch.
+
+With ``engine="jit"`` the step is not run per device: the one-device step
+is jitted over the global batch, placed on the mesh by ``NamedSharding`` s,
+and XLA's SPMD partitioner inserts the collectives (`DataParallel.engine`).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from boostax._src import optimizer_sharding, validation
 from boostax._src.tree_utils import contains_state
 
 REDUCTIONS = ("mean", "adasum", "adasum_gradients")
+ENGINES = ("shard_map", "jit")
 
 
 def _is_dim_reduce_state(x) -> bool:
@@ -137,6 +142,24 @@ class DataParallel:
         sends fewer bytes (0.75x when every leaf is cast). ``True`` needs
         `shard_optimizer_state`.
 
+      engine: how the step runs on the mesh. ``"shard_map"`` (default):
+        per device under ``jax.shard_map``, its collectives written out
+        (this module's docstring): each device draws its own dropout masks
+        and, without an ``axis_name``, normalises BatchNorm by its own
+        rows; ``shard_optimizer_state`` takes elementwise optimizers.
+        ``"jit"``: the one-device step, jitted over the global batch split
+        over every mesh axis, with the state placed by ``NamedSharding``;
+        XLA's SPMD partitioner inserts the collectives. Its arithmetic is
+        the one-device step's: BatchNorm over the global batch, one dropout
+        draw for the global batch (the same on any number of devices), a
+        loss over the global batch. `shard_optimizer_state` splits each
+        optimizer-state leaf along its largest axis that the device count
+        divides (`global_specs`) and takes any Optax optimizer (global-norm
+        clipping, Adafactor, LAMB: XLA inserts their reductions);
+        `shard_params` stores the params split the same way (FSDP: XLA
+        gathers each where the forward reads it; ``None`` is ``False``).
+        Reduction ``"mean"`` only.
+
     Example:
       >>> import jax, optax, boostax
       >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
@@ -151,6 +174,7 @@ class DataParallel:
     eps: float = 1e-12
     shard_optimizer_state: bool = False
     shard_params: bool | None = None
+    engine: str = "shard_map"
 
     def __post_init__(self):
         validation.check_instance(
@@ -184,6 +208,14 @@ class DataParallel:
                     f"got the mesh axes {tuple(self.mesh.axis_names)}."
                 )
         adasum_lib.check_eps(self.eps)
+        validation.check_one_of("engine", self.engine, ENGINES)
+        if self.engine == "jit" and self.reduction != "mean":
+            raise NotImplementedError(
+                "engine='jit' is built for reduction 'mean': AdaSum combines "
+                "each device's own gradients or updates with explicit "
+                f"collectives (reduction={self.reduction!r}). Use "
+                "engine='shard_map' with AdaSum."
+            )
         validation.check_bool(
             "shard_optimizer_state", self.shard_optimizer_state
         )
@@ -247,6 +279,20 @@ class DataParallel:
         )
 
     @property
+    def explicit(self) -> bool:
+        """Whether the step runs per device with its collectives written
+        out (``engine="shard_map"``), not jitted over the global batch."""
+        return self.engine == "shard_map"
+
+    @property
+    def placement_mesh(self) -> Mesh:
+        """The mesh the state and batches are placed on: `mesh`, or for the
+        ``"jit"`` engine `auto_mesh` (XLA propagates shardings on ``Auto``
+        axes; on ``Explicit`` ones a contraction over a split axis has no
+        sharding to infer)."""
+        return self.mesh if self.explicit else self.auto_mesh
+
+    @property
     def per_device_optimizer_state(self) -> bool:
         """Whether each device keeps its own optimizer state (AdaSum)."""
         return self.reduction == "adasum" and not self.shard_optimizer_state
@@ -275,6 +321,8 @@ class DataParallel:
             return False
         if self.shard_params is not None:
             return self.shard_params
+        if not self.explicit:
+            return False
         return half_precision and not freezes and not accumulates
 
     @property
@@ -372,7 +420,8 @@ class DataParallel:
         stacked on a leading device axis (`stack_accumulator`).
         """
         return (
-            self.shard_optimizer_state
+            self.explicit
+            and self.shard_optimizer_state
             and self.reduction == "mean"
             and isinstance(
                 opt_state, accumulation_lib.GradientAccumulationState
@@ -611,7 +660,7 @@ class DataParallel:
             )
         )
 
-        def put(x, spec, stack=0, mesh=self.mesh):
+        def put(x, spec, stack=0, mesh=self.placement_mesh):
             if _is_typed_key(x):
                 # A typed key (jax.random.key) has no NumPy form: place its
                 # key data and wrap it again with the same implementation.
@@ -656,7 +705,7 @@ class DataParallel:
         through; host arrays are split along the leading dimension, whose
         global size must be a multiple of the device count.
         """
-        sharding = NamedSharding(self.mesh, self.batch_spec())
+        sharding = NamedSharding(self.placement_mesh, self.batch_spec())
 
         def put(x):
             if isinstance(x, jax.Array) and x.sharding == sharding:
@@ -720,6 +769,42 @@ class DataParallel:
             return new_state.replace(params=params), metrics
 
         return run
+
+    def global_specs(self, tree):
+        """The ``"jit"`` engine's sharding rule: each leaf of `tree` split
+        over every mesh axis along its largest axis whose size the device
+        count divides (the first of equal ones), replicated where none does
+        (scalars, counts, odd shapes). The same rule for the params and the
+        optimizer state they shape, so an update meets its param split
+        alike."""
+        devices = self.num_devices
+
+        def spec(x):
+            shape = jnp.shape(x)
+            fits = [
+                (size, -axis)
+                for axis, size in enumerate(shape)
+                if size >= devices and size % devices == 0
+            ]
+            if not fits:
+                return P()
+            axis = -max(fits)[1]
+            return P(*([None] * axis), self.axes)
+
+        return jax.tree.map(spec, tree)
+
+    def constrain_state(self, state, opt_state_specs=None, param_specs=None):
+        """`state` (in the ``"jit"`` engine's step) kept as `place_state`
+        placed it, so that its outputs keep its inputs' shardings."""
+        specs = self.state_specs(state, opt_state_specs, param_specs)
+        return jax.tree.map(
+            lambda spec, tree: lax.with_sharding_constraint(
+                tree, NamedSharding(self.auto_mesh, spec)
+            ),
+            specs,
+            state,
+            is_leaf=lambda x: isinstance(x, P),
+        )
 
     @staticmethod
     def _constrain(tree, specs, mesh: Mesh):

@@ -233,7 +233,12 @@ class StepBuilder:
         state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
         if freezing is not None:
             step_checks.check_freezing_accumulation(freezing, optimizer, state)
-        if dp is not None and sharded:
+        if dp is not None and sharded and not dp.explicit:
+            # XLA partitions the optimizer: any one shards by the rule.
+            plan = plan._replace(opt_state_specs=dp.global_specs(state))
+            if self._shards_params(plan, state):
+                plan = plan._replace(param_specs=dp.global_specs(params))
+        elif dp is not None and sharded:
             split, specs = self._sharded_specs(plan, params, state)
             plan = plan._replace(opt_state_specs=specs, split=split)
             if self._shards_params(plan, state):
@@ -419,11 +424,25 @@ class StepBuilder:
         """
 
         def step(state, batch):
-            return self._step(self.plan(state.params), state, batch, depth)
+            plan = self.plan(state.params)
+            return self._step(plan, state, batch, depth, self.data_parallel)
 
         if self.data_parallel is None:
             return step
         data_parallel = self.data_parallel
+        if not data_parallel.explicit:
+
+            def partitioned(state, batch):
+                # The one-device step over the global batch; XLA splits it
+                # over the mesh as the inputs are placed, and the outputs
+                # keep the inputs' shardings.
+                plan = self.plan(state.params)
+                new_state, metrics = self._step(plan, state, batch, depth, None)
+                return data_parallel.constrain_state(
+                    new_state, plan.opt_state_specs, plan.param_specs
+                ), metrics
+
+            return partitioned
 
         def sharded(state, batch):
             plan = self.plan(state.params)
@@ -548,15 +567,17 @@ class StepBuilder:
             lambda: whole,
         )
 
-    def _step(self, plan: StepPlan, state: TrainState, batch, depth):
+    def _step(self, plan: StepPlan, state: TrainState, batch, depth, dp):
+        """One train step at freeze `depth`; `dp`: the data-parallel plan
+        whose collectives it writes out (per device, under ``shard_map``),
+        ``None`` on one device or over the global batch (``"jit"``)."""
         with self._count_lock:
             self.trace_count += 1
-        dp = self.data_parallel
         rng = jax.random.fold_in(state.rng, state.step)
         if dp is not None:  # each device its own dropout masks
             rng = jax.random.fold_in(rng, dp.device_index())
         slices = None
-        if plan.param_specs is not None:
+        if dp is not None and plan.param_specs is not None:
             # Params stored sharded: `slices` are this device's float32
             # ones, the only ones updated; the forward reads the whole
             # params, gathered in the dtypes it casts them to.

@@ -372,6 +372,14 @@ def check_precision(precision, data_parallel) -> None:
             " and norms run in float32. Use reduction='mean' or "
             "reduce_dtype='float32'."
         )
+    if not data_parallel.explicit:
+        raise NotImplementedError(
+            f"The precision policy reduces gradients in {half} "
+            "(`reduce_dtype`), but with engine='jit' XLA inserts the "
+            "reduction of the gradients it computes, in their float32. Use "
+            "engine='shard_map' for a half-precision reduction, or "
+            "reduce_dtype='float32'."
+        )
 
 
 def donated_error(state) -> ValueError | None:

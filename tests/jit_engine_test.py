@@ -1,0 +1,209 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`DataParallel(engine="jit")` on 8 simulated CPU devices: the one-device
+step jitted over the global batch, placed by ``NamedSharding`` s, XLA's
+SPMD partitioner inserting the collectives.
+
+Its arithmetic is the one-device step's, dropout included (one draw for
+the global batch), so 8 devices train as one; any Optax optimizer shards
+its state (global-norm clipping, Adafactor), and FSDP stores the params
+split too.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl.testing import absltest, parameterized
+from flax import linen as nn
+
+import boostax
+from tests import _utils
+
+BATCH, CLASSES = 32, 10
+
+
+class DropoutCNN(nn.Module):
+    """Convolutions with BatchNorm, dropout, a pooled dense head; every
+    weight's widest axis a multiple of 8."""
+
+    @nn.compact
+    def __call__(self, x, train=True):
+        for features in (16, 16):
+            x = nn.Conv(features, (3, 3), use_bias=False)(x)
+            x = nn.BatchNorm(use_running_average=not train)(x)
+            x = nn.relu(x)
+        x = x.mean(axis=(1, 2))
+        x = nn.Dropout(0.25, deterministic=not train)(x)
+        x = nn.relu(nn.Dense(16)(x))
+        return nn.Dense(CLASSES)(x)
+
+
+def loss(logits, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(
+        logits, labels
+    ).mean()
+
+
+def batches(n):
+    rng = np.random.default_rng(0)
+    return [
+        (
+            rng.normal(size=(BATCH, 6, 6, 3)).astype(np.float32),
+            rng.integers(0, CLASSES, size=BATCH).astype(np.int32),
+        )
+        for _ in range(n)
+    ]
+
+
+def variables():
+    return DropoutCNN().init(
+        {"params": jax.random.key(0), "dropout": jax.random.key(1)},
+        jnp.zeros((1, 6, 6, 3)),
+    )
+
+
+def mesh():
+    return jax.make_mesh((8,), ("data",))
+
+
+def build(level="O0", config=None, optimizer=None, devices=8, **kwargs):
+    config = dict(config or {})
+    if devices > 1:
+        config.setdefault("data_parallel", {})
+        config["data_parallel"] = {**config["data_parallel"], "engine": "jit"}
+    return boostax.auto_boost(
+        level,
+        config,
+        optimizer=optimizer or optax.adam(1e-2),
+        model=DropoutCNN(),
+        loss=loss,
+        sample_inputs=jnp.zeros((1, 6, 6, 3)),
+        mesh=mesh() if devices > 1 else None,
+        **kwargs,
+    )
+
+
+def train(ts, steps):
+    state = ts.init(variables(), rng=jax.random.key(7))
+    losses = []
+    for batch in batches(steps):
+        state, metrics = ts(state, batch)
+        losses.append(float(metrics["loss"]))
+    return state, losses
+
+
+class JitEngineTest(parameterized.TestCase):
+    def assert_trains_as_one(self, eight, one, rtol=1e-5, atol=1e-6):
+        np.testing.assert_allclose(eight[1], one[1], rtol=rtol)
+        _utils.assert_trees_all_close(
+            eight[0].params, one[0].params, rtol=rtol, atol=atol
+        )
+        _utils.assert_trees_all_close(
+            eight[0].model_state, one[0].model_state, rtol=rtol, atol=atol
+        )
+
+    def test_o0_with_dropout_trains_as_one_device(self):
+        # One dropout draw for the global batch, BatchNorm over it: the
+        # step on 8 devices is the one-device step (to reduction order).
+        one = train(build(devices=1), 20)
+        self.assert_trains_as_one(train(build(), 20), one)
+        # Per device ("shard_map"), each device draws its own masks and
+        # normalises BatchNorm by its own rows: another run.
+        per_device = boostax.auto_boost(
+            "O0",
+            optimizer=optax.adam(1e-2),
+            model=DropoutCNN(),
+            loss=loss,
+            sample_inputs=jnp.zeros((1, 6, 6, 3)),
+            mesh=mesh(),
+        )
+        self.assertGreater(abs(train(per_device, 3)[1][2] - one[1][2]), 1e-3)
+
+    def test_o1_trains_as_one_device(self):
+        # LessBN and gradient freezing, each depth its own program (no
+        # warm-up program).
+        config = {"grad_freeze": {"total_steps": 12, "param_groups": 3}}
+        ts = build("O1", config, freeze_warmup_steps=0)
+        eight = train(ts, 12)
+        self.assertGreater(ts.trace_count, 1)
+        self.assert_trains_as_one(
+            eight,
+            train(build("O1", config, devices=1, freeze_warmup_steps=0), 12),
+        )
+
+    @parameterized.named_parameters(
+        (
+            "clipped_adamw",
+            lambda: optax.chain(
+                optax.clip_by_global_norm(1.0), optax.adamw(1e-3)
+            ),
+        ),
+        ("adafactor", lambda: optax.adafactor(1e-2)),
+    )
+    def test_zero1_takes_any_optimizer(self, optimizer):
+        # Optimizers that reduce over whole leaves (the shard_map engine
+        # refuses them sharded): XLA inserts their reductions.
+        sharded = {"data_parallel": {"shard_optimizer_state": True}}
+        eight = train(build(config=sharded, optimizer=optimizer()), 20)
+        one = train(build(optimizer=optimizer(), devices=1), 20)
+        self.assert_trains_as_one(eight, one)
+        state8 = boostax.state_bytes_per_device(eight[0])
+        state1 = boostax.state_bytes_per_device(one[0])
+        self.assertLessEqual(
+            state8["opt_state"], state1["opt_state"] * (1 / 8 + 0.05)
+        )
+
+    def test_fsdp_stores_params_and_state_split(self):
+        config = {
+            "data_parallel": {
+                "shard_optimizer_state": True,
+                "shard_params": True,
+            }
+        }
+        eight = train(build(config=config), 10)
+        one = train(build(devices=1), 10)
+        self.assert_trains_as_one(eight, one)
+        state8 = boostax.state_bytes_per_device(eight[0])
+        state1 = boostax.state_bytes_per_device(one[0])
+        for part in ("params", "opt_state"):
+            self.assertLessEqual(state8[part], state1[part] * (1 / 8 + 0.05))
+        # The params stay split from step to step.
+        kernel = eight[0].params["Conv_1"]["kernel"]
+        self.assertEqual(kernel.addressable_shards[0].data.shape, (3, 3, 2, 16))
+
+    def test_accumulation(self):
+        config = {
+            "boost": {"mode": "manual", "grad_accumulation": True},
+            "grad_accumulation": {"grad_accumulation_step": 2},
+            "data_parallel": {"shard_optimizer_state": True},
+        }
+        single = {k: v for k, v in config.items() if k != "data_parallel"}
+        self.assert_trains_as_one(
+            train(build(config=config), 8),
+            train(build(config=single, devices=1), 8),
+        )
+
+    def test_refusals(self):
+        with self.assertRaisesRegex(ValueError, "engine"):
+            boostax.DataParallel(mesh(), engine="gspmd")
+        with self.assertRaisesRegex(NotImplementedError, "AdaSum"):
+            boostax.DataParallel(mesh(), reduction="adasum", engine="jit")
+        with self.assertRaisesRegex(ValueError, "data_parallel.engine"):
+            boostax.BoostConfig.from_dict({"data_parallel": {"engine": "pjit"}})
+        with self.assertRaisesRegex(NotImplementedError, "engine='jit'"):
+            boostax.auto_boost(
+                "O0",
+                {"data_parallel": {"engine": "jit"}},
+                optimizer=optax.adam(1e-2),
+                model=DropoutCNN(),
+                loss=loss,
+                mesh=mesh(),
+                precision=boostax.PrecisionPolicy(
+                    compute_dtype="bfloat16", reduce_dtype="bfloat16"
+                ),
+            )
+
+
+if __name__ == "__main__":
+    absltest.main()
