@@ -45,6 +45,9 @@ from boostax._src.config import (
     GradAccumulationSection as GradAccumulationSection,
 )
 from boostax._src.config import GradFreezeSection as GradFreezeSection
+from boostax._src.config import (
+    LabelSmoothingSection as LabelSmoothingSection,
+)
 from boostax._src.config import LessBNSection as LessBNSection
 from boostax._src.config import SeqLenWarmupSection as SeqLenWarmupSection
 from boostax._src.config import boost_config as boost_config
@@ -93,6 +96,10 @@ from boostax._src.freeze_sequence import (
 from boostax._src.freezing import FreezeState as FreezeState
 from boostax._src.freezing import Freezing as Freezing
 from boostax._src.hlo_kernels import kernel_counts as kernel_counts
+from boostax._src.label_smoothing import (
+    label_smoothing_loss as label_smoothing_loss,
+)
+from boostax._src.label_smoothing import smooth_labels as smooth_labels
 from boostax._src.less_bn import less_bn as less_bn
 from boostax._src.less_bn import less_bn_report as less_bn_report
 from boostax._src.less_bn_linen import LinenLessBN as LinenLessBN
@@ -183,6 +190,7 @@ __all__ = (
     "GradientAccumulationState",
     "GroupLossScale",
     "LEVELS",
+    "LabelSmoothingSection",
     "LessBNReport",
     "LessBNSection",
     "LinenLessBN",
@@ -235,6 +243,7 @@ __all__ = (
     "hierarchical_adasum_reduce",
     "interleaved_timings",
     "kernel_counts",
+    "label_smoothing_loss",
     "less_bn",
     "less_bn_report",
     "load_pca_matrix",
@@ -254,6 +263,7 @@ __all__ = (
     "saved_activations",
     "scale_by_freeze_out",
     "seq_len_warmup",
+    "smooth_labels",
     "split_parameters_groups",
     "state_bytes_per_device",
     "step_bytes",

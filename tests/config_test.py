@@ -83,6 +83,9 @@ class DefaultsTest(parameterized.TestCase):
         # optimizer state) are off.
         self.assertFalse(defaults.pop("seq_len_warmup")["enabled"])
         self.assertEqual(
+            defaults.pop("label_smoothing"), {"enabled": False, "alpha": 0.1}
+        )
+        self.assertEqual(
             defaults.pop("data_parallel"),
             {
                 "shard_optimizer_state": False,

@@ -17,6 +17,7 @@ from jax.sharding import Mesh
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import boost_components as components
 from boostax._src import config as config_lib
+from boostax._src import label_smoothing as label_smoothing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import (
     model_graph,
@@ -88,7 +89,10 @@ def auto_boost(
       optimizer: the Optax optimizer the algorithms wrap.
       model: a Flax Linen or NNX module, trained on ``(inputs, targets)``
         batches with `loss`.
-      loss: with `model`, ``loss(outputs, targets) -> scalar``.
+      loss: with `model`, ``loss(outputs, targets) -> scalar``. With the
+        config's ``label_smoothing`` section enabled, the step gives it
+        smoothed class targets (`boostax.label_smoothing_loss`; refused
+        with `loss_fn`).
       loss_fn: instead of `model` and `loss`, ``loss_fn(params, batch)``.
       has_aux: whether the loss returns ``(scalar, metrics_dict)``.
       predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
@@ -238,6 +242,10 @@ def auto_boost(
         cast_batch=cast_batch,
     )
     boost_config = config_lib.boost_config(level, config)
+    # The loss on smoothed targets: for the plain step and the boosted one.
+    options = label_smoothing_lib.with_label_smoothing(
+        options, boost_config.label_smoothing
+    )
     components.check_implemented(boost_config)
     components.check_compatible(boost_config)
     validation.check_optimizer("optimizer", optimizer)

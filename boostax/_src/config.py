@@ -17,14 +17,20 @@ import dataclasses
 import difflib
 import json
 import math
-import numbers
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import freeze_sequence, user_warnings, validation
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
+from boostax._src.config_fields import Range as _Range
+from boostax._src.config_fields import Section as _Section
+from boostax._src.config_fields import at_least as _at_least
+from boostax._src.config_fields import coerce as _coerce
+from boostax._src.config_fields import interval as _interval
+from boostax._src.config_fields import key as _key
+from boostax._src.config_fields import one_of as _one_of
 
 #: The boost levels, as MindSpore names them: ``"O0"`` (no algorithm),
 #: ``"O1"`` (LessBN and gradient freezing), ``"O2"`` (O1 and AdaSum).
@@ -58,136 +64,6 @@ def check_level(level: Any) -> str:
       ValueError: `level` is a str but not one of `LEVELS`.
     """
     return validation.check_one_of("level", level, LEVELS)
-
-
-# ---------------------------------------------------------------------------
-# Field specifications: kind (type) and allowed range of every key.
-# ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class _Range:
-    """An allowed interval, with the text used in error messages."""
-
-    text: str
-    contains: Callable[[float], bool]
-
-
-def _interval(low, high, *, open_low=False, open_high=False) -> _Range:
-    left, right = "(" if open_low else "[", ")" if open_high else "]"
-    return _Range(
-        f"in {left}{low}, {high}{right}",
-        lambda v: (
-            (low < v if open_low else low <= v)
-            and (v < high if open_high else v <= high)
-        ),
-    )
-
-
-def _at_least(low) -> _Range:
-    return _Range(f">= {low}", lambda v: v >= low)
-
-
-def _one_of(*allowed) -> _Range:
-    return _Range(f"one of {list(allowed)}", lambda v: v in allowed)
-
-
-_KIND_TEXT = {
-    "bool": "a bool",
-    "int": "an int",
-    "float": "a finite number",
-    "seconds": "a number of seconds (inf: wait forever)",
-    "int_list": "a list of ints (or a single int)",
-    "path": "a path (str or os.PathLike) or None",
-    "optional_int": "an int or None",
-    "optional_bool": "a bool or None",
-}
-
-
-def _key(default, kind: str, allowed: _Range | None = None):
-    return dataclasses.field(
-        default=default, metadata={"kind": kind, "allowed": allowed}
-    )
-
-
-def _coerce(name: str, kind: str, value):
-    """Checks the type of `value` and returns it in its canonical form."""
-    bad_type = TypeError(
-        f"`{name}` must be {_KIND_TEXT[kind]}, {validation.got(value)}."
-    )
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise bad_type
-        return value
-    if kind == "int":
-        if not validation.is_int(value):
-            raise bad_type
-        return int(value)
-    if kind in ("float", "seconds"):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise bad_type
-        value = float(value)
-        if math.isnan(value) or (kind == "float" and math.isinf(value)):
-            raise ValueError(
-                f"`{name}` must be {_KIND_TEXT[kind]}, got {value!r}."
-            )
-        return value
-    if kind == "int_list":
-        if validation.is_int(value):
-            return (int(value),)
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise bad_type
-        if not all(validation.is_int(v) for v in value):
-            raise bad_type
-        return tuple(int(v) for v in value)
-    if kind == "optional_bool":
-        if value is not None and not isinstance(value, bool):
-            raise bad_type
-        return value
-    if kind == "optional_int":
-        if value is None:
-            return None
-        if not validation.is_int(value):
-            raise bad_type
-        return int(value)
-    if kind == "path":
-        if value is None:
-            return None
-        if not isinstance(value, (str, os.PathLike)):
-            raise bad_type
-        return os.fspath(value)
-    raise AssertionError(f"unknown kind {kind!r}")  # pragma: no cover
-
-
-def _check_range(name: str, allowed: _Range | None, value) -> None:
-    if allowed is None or value is None:
-        return
-    values = value if isinstance(value, tuple) else (value,)
-    if not all(allowed.contains(v) for v in values):
-        raise ValueError(f"`{name}` must be {allowed.text}, got {value!r}.")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Section:
-    """Validates and normalizes every key of a section dataclass."""
-
-    NAME: ClassVar[str]
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            if "kind" not in f.metadata:
-                continue
-            name = f"{self.NAME}.{f.name}"
-            value = _coerce(name, f.metadata["kind"], getattr(self, f.name))
-            _check_range(name, f.metadata["allowed"], value)
-            object.__setattr__(self, f.name, value)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            f.name: list(v) if isinstance(v, tuple) else v
-            for f in dataclasses.fields(self)
-            for v in [getattr(self, f.name)]
-        }
 
 
 # ---------------------------------------------------------------------------
@@ -401,6 +277,22 @@ class DataParallelSection(_Section):
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class LabelSmoothingSection(_Section):
+    """Section ``label_smoothing`` (boostax's; not MindSpore's): the step
+    trains on smoothed class targets ``(1 - alpha) * onehot(y, K) + alpha
+    / K`` (`boostax.label_smoothing_loss`, Composer's ``LabelSmoothing``).
+
+    Off unless ``enabled`` (no level or mode switches it on: it changes
+    the objective); then at any level. ``alpha`` in [0, 1) (Composer's
+    default 0.1).
+    """
+
+    NAME: ClassVar[str] = "label_smoothing"
+    enabled: bool = _key(False, "bool")
+    alpha: float = _key(0.1, "float", _interval(0, 1, open_high=True))
+
+
 SECTIONS: Mapping[str, type[_Section]] = {
     cls.NAME: cls
     for cls in (
@@ -412,6 +304,7 @@ SECTIONS: Mapping[str, type[_Section]] = {
         DimReduceSection,
         SeqLenWarmupSection,
         DataParallelSection,
+        LabelSmoothingSection,
     )
 }
 
@@ -574,6 +467,17 @@ def _warn_ignored_settings(config: BoostConfig) -> None:
             "every step updates (set the micro-steps per update, e.g. 4).",
             UserWarning,
         )
+    smoothing = config.label_smoothing
+    if (
+        smoothing.alpha != LabelSmoothingSection().alpha
+        and not smoothing.enabled
+    ):
+        user_warnings.warn(
+            f"`label_smoothing.alpha={smoothing.alpha!r}` is ignored: "
+            "`label_smoothing.enabled` is False. Set it True, or drop the "
+            "setting.",
+            UserWarning,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -608,6 +512,8 @@ class BoostConfig:
       data_parallel: boostax's: how a data-parallel step spreads its state
         (``shard_optimizer_state``, off by default; ``shard_params``,
         decided when the step is built by default).
+      label_smoothing: boostax's label smoothing of the class targets (off
+        by default).
 
     Example:
       >>> import boostax
@@ -633,6 +539,7 @@ class BoostConfig:
     dim_reduce: DimReduceSection = DimReduceSection()
     seq_len_warmup: SeqLenWarmupSection = SeqLenWarmupSection()
     data_parallel: DataParallelSection = DataParallelSection()
+    label_smoothing: LabelSmoothingSection = LabelSmoothingSection()
 
     def __post_init__(self):
         check_level(self.level)

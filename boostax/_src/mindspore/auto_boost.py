@@ -112,6 +112,16 @@ class AutoBoost:
                 UserWarning,
                 stacklevel=2,
             )
+        if self.config.label_smoothing.enabled:
+            # A loss option: nothing here returns the loss.
+            warnings.warn(
+                "label_smoothing: applied to the train step's loss, not to "
+                "the network and optimizer returned here; build the step "
+                "with AutoBoost.train_step(..., model=, loss=), or give "
+                "your loss boostax.label_smoothing_loss(loss, alpha).",
+                UserWarning,
+                stacklevel=2,
+            )
         original = network
         if self.config.is_enabled("less_bn"):
             network, optimizer, _, _ = components.apply_less_bn(
