@@ -50,6 +50,9 @@ from boostax._src.config import (
 )
 from boostax._src.config import LessBNSection as LessBNSection
 from boostax._src.config import SeqLenWarmupSection as SeqLenWarmupSection
+from boostax._src.config import (
+    WeightAveragingSection as WeightAveragingSection,
+)
 from boostax._src.config import boost_config as boost_config
 from boostax._src.cost import ACCELERATORS as ACCELERATORS
 from boostax._src.cost import Accelerator as Accelerator
@@ -156,6 +159,12 @@ from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
 from boostax._src.train_step_bytes import step_bytes as step_bytes
 from boostax._src.trajectory import pca_matrix as pca_matrix
+from boostax._src.weight_averaging import (
+    AverageParamsState as AverageParamsState,
+)
+from boostax._src.weight_averaging import average_params as average_params
+from boostax._src.weight_averaging import averaged_params as averaged_params
+from boostax._src.weight_averaging import half_life_decay as half_life_decay
 from boostax._src.weighted_loss import WeightedLoss as WeightedLoss
 
 __version__ = "0.1.0.dev0"
@@ -167,6 +176,7 @@ __all__ = (
     "AdaSumState",
     "AlgorithmNotImplementedError",
     "AlgorithmStates",
+    "AverageParamsState",
     "BoostConfig",
     "BoostSection",
     "CentralizationReport",
@@ -215,6 +225,7 @@ __all__ = (
     "TrainState",
     "TrainStep",
     "Trajectory",
+    "WeightAveragingSection",
     "WeightedLoss",
     "adasum",
     "adasum_gradients",
@@ -222,6 +233,8 @@ __all__ = (
     "adasum_reduce",
     "all_finite",
     "auto_boost",
+    "average_params",
+    "averaged_params",
     "boost_config",
     "centralize_gradients",
     "collective_bytes",
@@ -239,6 +252,7 @@ __all__ = (
     "gradient_centralization_axes",
     "gradient_centralization_mask",
     "gradient_centralization_report",
+    "half_life_decay",
     "has_updated",
     "hierarchical_adasum_reduce",
     "interleaved_timings",

@@ -90,6 +90,7 @@ CONCEPTS = {
     "user_warnings": "warnings attributed to the user's line",
     "validation": "argument checks shared by every public function",
     "weight_decay": "MindSpore's decoupled weight decay stage and its mask",
+    "weight_averaging": "a moving average of the params in the optimizer state",
     "mindspore.accumulation": "MindSpore's GradientAccumulation",
     "mindspore.adasum": "MindSpore's AdaSum object",
     "mindspore.auto_boost": "MindSpore's AutoBoost object",
@@ -113,6 +114,7 @@ TRANSFORMS = (
     "freezing",
     "loss_scale",
     "masked_update",
+    "weight_averaging",
 )
 STEP_LAYER = frozenset(
     {

@@ -79,7 +79,9 @@ def auto_boost(
     trajectory, or the config's ``pca_mat_path`` / ``weight_load_dir``.
     The config's ``seq_len_warmup`` section (boostax's; ``enabled`` True)
     adds a sequence-length warm-up (`boostax.seq_len_warmup`) at any
-    level.
+    level, and its ``weight_averaging`` section a moving average of the
+    params (`boostax.average_params`, chained last onto the optimizer
+    inside any accumulation), which `TrainStep.predict` evaluates.
 
     Args:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
@@ -344,6 +346,8 @@ def auto_boost(
     if data_parallel is not None and data_parallel.reduction == "adasum":
         # Inside the accumulation: AdaSum runs on real updates only.
         optimizer = data_parallel.adasum(optimizer)
+    # Last, on the final updates; inside the accumulation (real updates).
+    optimizer = components.with_weight_averaging(optimizer, boost_config)
     if components.accumulation_steps(boost_config) > 1:
         optimizer = accumulation_lib.gradient_accumulation(
             optimizer, components.accumulation_steps(boost_config)

@@ -39,6 +39,7 @@ from boostax._src import less_bn as less_bn_lib
 from boostax._src import less_bn_plan as less_bn_plan_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import trajectory as trajectory_lib
+from boostax._src import weight_averaging as weight_averaging_lib
 from boostax._src import weight_decay as weight_decay_lib
 
 # Algorithms whose implementation has not landed yet. `auto_boost` refuses a
@@ -419,6 +420,27 @@ def freezing_from_config(config: config_lib.BoostConfig, groups, seed: int):
         seed=seed,
         groups=groups,
         micro_steps=accumulation_steps(config),
+    )
+
+
+def with_weight_averaging(optimizer, config: config_lib.BoostConfig):
+    """`optimizer` followed by `average_params` with the config's
+    ``weight_averaging`` section when it is enabled, else unchanged.
+
+    Chained onto the optimizer that makes the final updates (after AdaSum,
+    DimReduce and FreezeOut), and inside gradient accumulation, so that
+    the average moves on real updates only.
+    """
+    section = config.weight_averaging
+    if not section.enabled:
+        return optimizer
+    return optax.chain(
+        optimizer,
+        weight_averaging_lib.average_params(
+            section.decay,
+            start_step=section.start_step,
+            debias=section.debias,
+        ),
     )
 
 

@@ -242,6 +242,26 @@ class SeqLenWarmupSection(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class WeightAveragingSection(_Section):
+    """Section ``weight_averaging`` (boostax's; not MindSpore's): an
+    exponential moving average of the params in the optimizer state
+    (`boostax.average_params`, Composer's ``EMA``), which
+    `TrainStep.predict` evaluates.
+
+    Off unless ``enabled`` (no level or mode switches it on); then at any
+    level. ``decay`` in [0, 1) (`boostax.half_life_decay` converts a
+    half-life), ``start_step`` the update it starts from, ``debias`` its
+    bias correction.
+    """
+
+    NAME: ClassVar[str] = "weight_averaging"
+    enabled: bool = _key(False, "bool")
+    decay: float = _key(0.999, "float", _interval(0, 1, open_high=True))
+    start_step: int = _key(0, "int", _at_least(0))
+    debias: bool = _key(True, "bool")
+
+
+@dataclasses.dataclass(frozen=True)
 class DataParallelSection(_Section):
     """Section ``data_parallel`` (boostax's; not MindSpore's): how a step
     given a ``mesh`` spreads its state.
@@ -303,6 +323,7 @@ SECTIONS: Mapping[str, type[_Section]] = {
         GradAccumulationSection,
         DimReduceSection,
         SeqLenWarmupSection,
+        WeightAveragingSection,
         DataParallelSection,
         LabelSmoothingSection,
     )
@@ -447,15 +468,15 @@ def _warn_ignored_settings(config: BoostConfig) -> None:
             "schedules and fuses collectives itself.",
             UserWarning,
         )
-    warmup = config.seq_len_warmup
-    changed = [c for c in _changed_keys(warmup) if "enabled" not in c]
-    if changed and not warmup.enabled:
-        user_warnings.warn(
-            f"{', '.join(f'`{c}`' for c in changed)} is ignored: "
-            "`seq_len_warmup.enabled` is False. Set it True, or drop the "
-            "setting.",
-            UserWarning,
-        )
+    for section in (config.seq_len_warmup, config.weight_averaging):
+        changed = [c for c in _changed_keys(section) if "enabled" not in c]
+        if changed and not section.enabled:
+            user_warnings.warn(
+                f"{', '.join(f'`{c}`' for c in changed)} is ignored: "
+                f"`{section.NAME}.enabled` is False. Set it True, or drop "
+                "the setting.",
+                UserWarning,
+            )
     if (
         config.mode == "manual"  # the user switched it on (no level does)
         and config.is_enabled("grad_accumulation")
@@ -509,6 +530,8 @@ class BoostConfig:
       boost, common, less_bn, grad_freeze, grad_accumulation, dim_reduce: the
         sections, each a frozen dataclass with MindSpore's defaults.
       seq_len_warmup: boostax's sequence-length warm-up (off by default).
+      weight_averaging: boostax's moving average of the params (off by
+        default).
       data_parallel: boostax's: how a data-parallel step spreads its state
         (``shard_optimizer_state``, off by default; ``shard_params``,
         decided when the step is built by default).
@@ -538,6 +561,7 @@ class BoostConfig:
     grad_accumulation: GradAccumulationSection = GradAccumulationSection()
     dim_reduce: DimReduceSection = DimReduceSection()
     seq_len_warmup: SeqLenWarmupSection = SeqLenWarmupSection()
+    weight_averaging: WeightAveragingSection = WeightAveragingSection()
     data_parallel: DataParallelSection = DataParallelSection()
     label_smoothing: LabelSmoothingSection = LabelSmoothingSection()
 

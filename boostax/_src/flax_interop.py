@@ -35,7 +35,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from boostax._src import freezing as freezing_lib
-from boostax._src import less_bn_linen, tree_diff, validation
+from boostax._src import less_bn_linen, tree_diff, validation, weight_averaging
 from boostax._src import model_graph as model_graph_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import train_step as train_step_lib
@@ -116,6 +116,8 @@ def to_flax_train_state(
     train_step: train_step_lib.TrainStep,
     state: train_step_lib.TrainState,
     cls: type[flax_train_state.TrainState] = flax_train_state.TrainState,
+    *,
+    averaged: bool = False,
     **fields: Any,
 ) -> flax_train_state.TrainState:
     """The ``flax.training`` ``TrainState`` of a boostax `TrainState`.
@@ -139,6 +141,11 @@ def to_flax_train_state(
       state: the boostax state.
       cls: the Flax ``TrainState`` class or a subclass (e.g. one with a
         ``batch_stats`` field, as in the Flax ImageNet example).
+      averaged: with weight averaging (`boostax.average_params`, the
+        config's ``weight_averaging``), ``params`` is the params' moving
+        average, to evaluate (BatchNorm's statistics are training's, not
+        averaged). Default False: the trained params, from which training
+        resumes (the average is in ``opt_state`` either way).
       **fields: values of `cls`'s other fields (e.g. ``dynamic_scale=None``).
 
     Returns:
@@ -151,6 +158,7 @@ def to_flax_train_state(
       TypeError: if `cls` is not a Flax ``TrainState`` class, or lacks a
         field for one of the model-state collections (nothing is dropped
         silently).
+      ValueError: `averaged` True for a state without a moving average.
 
     Example:
       >>> import jax, jax.numpy as jnp, optax, boostax
@@ -173,6 +181,18 @@ def to_flax_train_state(
         raise TypeError(
             f"`state` must be a boostax.TrainState, got {type(state).__name__}."
         )
+    validation.check_bool("averaged", averaged)
+    params = state.params
+    if averaged:
+        params = weight_averaging.evaluated_params(params, state.opt_state)
+        if params is None:
+            raise ValueError(
+                "`averaged=True` takes the params' moving average, and this "
+                "state's optimizer holds none: enable the config's "
+                "`weight_averaging` section (or chain "
+                "`boostax.average_params` last onto the optimizer), or pass "
+                "`averaged=False`."
+            )
     names = _field_names(cls)
     model_state = dict(state.model_state or {})
     missing = [c for c in model_state if c not in names]
@@ -207,7 +227,7 @@ def to_flax_train_state(
     model = train_step.model
     arrays = dict(
         step=state.step,
-        params=_replicated(train_step, state.params),
+        params=_replicated(train_step, params),
         opt_state=_replicated(train_step, state.opt_state),
         **model_state,
     )

@@ -33,6 +33,7 @@ from boostax._src import (
     skip_watch,
     step_checks,
     validation,
+    weight_averaging,
 )
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
@@ -761,8 +762,15 @@ class TrainStep:
         (arrays, or their shapes: ``jax.ShapeDtypeStruct``)."""
         return self.trace(state, batch, depth).lower()
 
-    def predict(self, state: TrainState, inputs, *, model=None):
+    def predict(
+        self, state: TrainState, inputs, *, model=None, averaged: bool = True
+    ):
         """The model's outputs on `inputs` in evaluation mode.
+
+        With weight averaging (`boostax.average_params` in the optimizer,
+        the config's ``weight_averaging``), the averaged params are
+        evaluated (with the model state training kept: BatchNorm's running
+        statistics are not averaged), unless `averaged` is False.
 
         Args:
           state: a state of this step.
@@ -774,6 +782,8 @@ class TrainStep:
             arguments such as ``train=False`` the step's ``eval_kwargs``
             are used). With LessBN it is reduced as the step's model is.
             ``None``: the step's model.
+          averaged: evaluate the params' moving average when the state
+            holds one (default); False: the trained params themselves.
 
         Raises:
           TypeError: `model` with a step that is not a Linen model's (an
@@ -781,7 +791,14 @@ class TrainStep:
             its ``.eval()``).
         """
         step_checks.require_state(state)
+        validation.check_bool("averaged", averaged)
         try:
+            if averaged:
+                average = weight_averaging.evaluated_params(
+                    state.params, state.opt_state
+                )
+                if average is not None:
+                    state = state.replace(params=average)
             if model is not None:
                 return self._predict_other(state, inputs, model)
             return self._predict(state.params, state.model_state, inputs)

@@ -87,7 +87,9 @@ class AutoBoost:
           gradient centralization (``gc_flag``); with ``grad_freeze``, the
           optimizer becomes a `FreezeOpt` (MindSpore's per-group states; run
           it with `BoostTrainOneStepCell`); with ``grad_accumulation``, it
-          is wrapped in `boostax.gradient_accumulation`. At ``"O0"``:
+          is wrapped in `boostax.gradient_accumulation`; with the config's
+          ``weight_averaging`` enabled, `boostax.average_params` is chained
+          onto it (inside the accumulation). At ``"O0"``:
           unchanged. AdaSum, DimReduce and group loss scaling are options
           of the train step, not of the network or optimizer: they are
           applied by `train_step` (or the cells), and a warning here says
@@ -137,6 +139,15 @@ class AutoBoost:
                 section.freeze_p,
                 section.total_steps,
             ).freeze_generate(original, optimizer, sample_inputs=sample_inputs)
+        if self.config.weight_averaging.enabled:
+            if isinstance(optimizer, FreezeOpt):
+                raise ValueError(
+                    "network_auto_process_train: the config's "
+                    "`weight_averaging` cannot be chained onto a FreezeOpt "
+                    "(one optimizer state per group); use "
+                    "AutoBoost.train_step for freezing with weight averaging."
+                )
+            optimizer = components.with_weight_averaging(optimizer, self.config)
         steps = components.accumulation_steps(self.config)
         if steps > 1:
             if isinstance(optimizer, FreezeOpt):
