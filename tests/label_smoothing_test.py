@@ -70,6 +70,14 @@ def integer_only(logits, labels):
     return -jnp.take_along_axis(log_p, labels[:, None], axis=-1).mean()
 
 
+def five_classes_integer_only(logits, labels):
+    """`integer_only` for K classes only: the build-time probe (3 classes)
+    cannot tell whether it takes dense targets."""
+    if logits.shape[-1] != K:
+        raise ValueError(f"{K} classes only")
+    return integer_only(logits, labels)
+
+
 def smoothing(alpha=ALPHA, **sections):
     return {"label_smoothing": {"enabled": True, "alpha": alpha}, **sections}
 
@@ -213,13 +221,23 @@ class LossTest(parameterized.TestCase):
         np.testing.assert_allclose(metrics["mass"], 16.0, rtol=1e-6)
         self.assertEqual(value.shape, ())
 
-    def test_loss_that_cannot_take_dense_targets_is_refused(self):
-        loss = boostax.label_smoothing_loss(integer_only, ALPHA)
+    def test_loss_that_cannot_take_dense_targets_is_refused_when_built(self):
         with self.assertRaisesRegex(
             ValueError,
             r"label_smoothing: the loss .*integer_only cannot take dense "
-            r"\(probability\) targets.*\(16, 5\).*int32 of shape \(16,\)"
-            r".*optax.softmax_cross_entropy",
+            r"\(probability\) targets.*\(2, 3\); it runs on integer targets "
+            r"\(int32 of shape \(2,\); tried when built\).*"
+            r"optax.softmax_cross_entropy",
+        ):
+            boostax.label_smoothing_loss(integer_only, ALPHA)
+
+    def test_loss_the_probe_cannot_tell_is_refused_when_called(self):
+        loss = boostax.label_smoothing_loss(five_classes_integer_only, ALPHA)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"the loss .*five_classes_integer_only cannot take dense .*"
+            r"\(16, 5\); it runs on integer targets \(int32 of shape "
+            r"\(16,\); the step's batch\)",
         ):
             jax.jit(loss)(self.logits, self.labels)
 
@@ -387,17 +405,31 @@ class StepTest(parameterized.TestCase):
                 loss_fn=lambda params, batch: jnp.sum(params),
             )
 
-    def test_integer_only_loss_is_refused_when_traced(self):
+    def test_integer_only_loss_is_refused_when_built(self):
+        with self.assertRaisesRegex(
+            ValueError, "the loss .*integer_only cannot take dense"
+        ):
+            boostax.auto_boost(
+                "O0",
+                smoothing(),
+                optimizer=optax.sgd(LR),
+                model=Linear(),
+                loss=integer_only,
+            )
+
+    def test_loss_the_probe_cannot_tell_is_refused_when_traced(self):
         step = boostax.auto_boost(
             "O0",
             smoothing(),
             optimizer=optax.sgd(LR),
             model=Linear(),
-            loss=integer_only,
+            loss=five_classes_integer_only,
         )
         state = step.init(linen_variables())
         with self.assertRaisesRegex(
-            ValueError, "the loss .*integer_only cannot take dense"
+            ValueError,
+            "the loss .*five_classes_integer_only cannot take dense.*"
+            "the step's batch",
         ):
             step(state, data())
         self.assertEqual(int(state.step), 0)

@@ -198,11 +198,21 @@ def _structs(tree: Any) -> Any:
     )
 
 
-def _check_takes_dense(loss, outputs, targets, dense) -> None:
+#: What `label_smoothing_loss` traces an unknown loss with when it is
+#: built: 2 examples of 3 classes, integer and dense targets.
+_PROBE = (
+    jax.ShapeDtypeStruct((2, 3), jnp.float32),
+    jax.ShapeDtypeStruct((2,), jnp.int32),
+    jax.ShapeDtypeStruct((2, 3), jnp.float32),
+)
+
+
+def _check_takes_dense(loss, outputs, targets, dense, when: str) -> None:
     """Raises if `loss` traces with `targets` but not with `dense` ones.
 
-    Where it traces with neither (a loss using the step's collectives,
-    whose axis names only the step binds), the step's own call decides.
+    Where it traces with neither (a loss of other outputs than the probe's,
+    or using the step's collectives, whose axis names only the step binds),
+    the step's own call decides.
     """
     try:
         jax.eval_shape(loss, _structs(outputs), _structs(dense))
@@ -213,10 +223,11 @@ def _check_takes_dense(loss, outputs, targets, dense) -> None:
             return
         raise ValueError(
             f"label_smoothing: the loss {_loss_name(loss)} cannot take "
-            f"{_DENSE_TARGETS}, here {tuple(dense.shape)}; it runs on the "
-            f"batch's own targets ({jnp.result_type(targets)} of shape "
-            f"{jnp.shape(targets)}). Label smoothing needs a loss of "
-            "probability targets, such as optax.softmax_cross_entropy "
+            f"{_DENSE_TARGETS}, here {tuple(jnp.shape(dense))}; it runs on "
+            f"integer targets ({jnp.result_type(targets)} of shape "
+            f"{jnp.shape(targets)}; {when}). Label smoothing needs a loss of "
+            "probability targets, its metrics included (an accuracy takes "
+            "the targets' argmax), such as optax.softmax_cross_entropy "
             "(`lambda logits, q: optax.softmax_cross_entropy(logits, q)."
             "mean()`), or `boostax.smooth_labels` inside your own loss with "
             f"label smoothing off. The loss's error: {dense_error}"
@@ -260,8 +271,10 @@ def label_smoothing_loss(
     CE(outputs, 1/K)``, equal to ``optax.softmax_cross_entropy(outputs,
     q)`` (the cross-entropy is linear in its targets) and the integer loss
     itself, bit for bit, at ``alpha = 0``. Any other `loss` must take
-    dense targets: one that traces on the batch's own targets and not on
-    dense ones raises a ``ValueError`` naming it when the step is traced.
+    dense targets: one that traces (``jax.eval_shape``) on integer targets
+    and not on dense ones raises a ``ValueError`` naming it, here (tried
+    on 2 examples of 3 classes) or, where that tells nothing (a loss of
+    other outputs), when the step is traced on its first batch.
 
     Args:
       loss: ``loss(outputs, targets)``, returning a scalar (or ``(scalar,
@@ -272,6 +285,11 @@ def label_smoothing_loss(
       The loss ``smoothed(outputs, targets)``, for `make_train_step`'s
       ``loss=`` (`auto_boost` applies it from the config's
       ``label_smoothing`` section).
+
+    Raises:
+      TypeError, ValueError: `loss` not callable, `alpha` outside
+        ``[0, 1)``, or a `loss` that cannot take dense targets (here, or
+        when called).
 
     Example:
       >>> import jax.numpy as jnp, optax, boostax
@@ -290,6 +308,10 @@ def label_smoothing_loss(
     validation.check_callable("loss", loss, "a callable loss(outputs, targets)")
     alpha = _check_alpha(alpha)
     reduce = _integer_cross_entropy(loss)
+    if reduce is None:
+        _check_takes_dense(
+            loss, _PROBE[0], _PROBE[1], _PROBE[2], "tried when built"
+        )
 
     if reduce is not None:
 
@@ -303,7 +325,9 @@ def label_smoothing_loss(
         @functools.wraps(loss)
         def smoothed(outputs, targets):
             dense = _smoothed_targets(targets, _logits(outputs), alpha)
-            _check_takes_dense(loss, outputs, targets, dense)
+            _check_takes_dense(
+                loss, outputs, targets, dense, "the step's batch"
+            )
             return loss(outputs, dense)
 
     return smoothed
