@@ -480,6 +480,13 @@ class CompositionTest(parameterized.TestCase):
         self.assertTrue(np.isfinite(got[1]))
         _utils.assert_trees_all_close(got, want, rtol=2e-5, atol=2e-6)
 
+    def test_float16_with_a_dynamic_loss_scale(self):
+        # MindSpore's amp O2: float16 compute, a dynamic loss scale.
+        step, (got, want) = self.run_pair("O0", {}, precision="O2")
+        self.assertIsNotNone(step.builder.loss_scale)
+        self.assertTrue(np.isfinite(got[1]))
+        _utils.assert_trees_all_close(got, want, rtol=2e-3, atol=2e-4)
+
     def test_o2_on_a_mesh_with_accumulation_and_bfloat16(self):
         config = {
             "boost": {"mode": "manual", "grad_accumulation": True},
