@@ -49,6 +49,9 @@ from boostax._src.config import (
     LabelSmoothingSection as LabelSmoothingSection,
 )
 from boostax._src.config import LessBNSection as LessBNSection
+from boostax._src.config import (
+    ProgressiveResizingSection as ProgressiveResizingSection,
+)
 from boostax._src.config import SeqLenWarmupSection as SeqLenWarmupSection
 from boostax._src.config import (
     WeightAveragingSection as WeightAveragingSection,
@@ -132,6 +135,13 @@ from boostax._src.pca_file import load_pca_matrix as load_pca_matrix
 from boostax._src.pca_file import save_pca_matrix as save_pca_matrix
 from boostax._src.precision import PrecisionPolicy as PrecisionPolicy
 from boostax._src.precision import precision_policy as precision_policy
+from boostax._src.progressive_resizing import (
+    ProgressiveResizing as ProgressiveResizing,
+)
+from boostax._src.progressive_resizing import (
+    progressive_resizing as progressive_resizing,
+)
+from boostax._src.progressive_resizing import resize_images as resize_images
 from boostax._src.recipes import recipe as recipe
 from boostax._src.recipes import text_recipe as text_recipe
 from boostax._src.seq_len_warmup import SeqLenWarmup as SeqLenWarmup
@@ -216,6 +226,8 @@ __all__ = (
     "PrecisionPolicy",
     "RemovedBatchNorm",
     "SavedActivations",
+    "ProgressiveResizing",
+    "ProgressiveResizingSection",
     "SeqLenWarmup",
     "SeqLenWarmupSection",
     "StaticLossScale",
@@ -270,8 +282,10 @@ __all__ = (
     "pca_matrix",
     "precision_policy",
     "progressive_freeze_steps",
+    "progressive_resizing",
     "recipe",
     "replica_groups",
+    "resize_images",
     "save_pca_matrix",
     "save_snapshot",
     "saved_activations",

@@ -82,6 +82,7 @@ class DefaultsTest(parameterized.TestCase):
         # boostax's own sections (sequence-length warm-up, the sharded
         # optimizer state) are off.
         self.assertFalse(defaults.pop("seq_len_warmup")["enabled"])
+        self.assertFalse(defaults.pop("progressive_resizing")["enabled"])
         self.assertFalse(defaults.pop("weight_averaging")["enabled"])
         self.assertEqual(
             defaults.pop("label_smoothing"), {"enabled": False, "alpha": 0.1}

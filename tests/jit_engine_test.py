@@ -184,6 +184,57 @@ class JitEngineTest(parameterized.TestCase):
             train(build(config=single, devices=1), 8),
         )
 
+    def test_orbax_restores_onto_another_mesh(self):
+        # A FSDP state saved on 8 devices resumes on a 4-device mesh (its
+        # leaves re-split for 4) and on one device, bit for bit the same
+        # values, and trains on as the 8-device run does.
+        config = {
+            "data_parallel": {
+                "shard_optimizer_state": True,
+                "shard_params": True,
+                "engine": "jit",
+            }
+        }
+        ts8 = build(config=config)
+        state8, _ = train(ts8, 4)
+        four = jax.make_mesh((4,), ("data",), devices=jax.devices()[:4])
+        ts4 = boostax.auto_boost(
+            "O0",
+            config,
+            optimizer=optax.adam(1e-2),
+            model=DropoutCNN(),
+            loss=loss,
+            sample_inputs=jnp.zeros((1, 6, 6, 3)),
+            mesh=four,
+        )
+        target = ts4.init(variables(), rng=jax.random.key(7))
+        state4 = _utils.orbax_round_trip(state8, target)
+        _utils.assert_trees_equal(state4.params, state8.params)
+        _utils.assert_trees_equal(state4.opt_state, state8.opt_state)
+        kernel = state4.params["Conv_1"]["kernel"]
+        self.assertEqual(kernel.addressable_shards[0].data.shape[2], 4)
+        batch = batches(5)[4]
+        after8, metrics8 = ts8(state8, batch)
+        after4, metrics4 = ts4(state4, batch)
+        self.assertAlmostEqual(
+            float(metrics4["loss"]), float(metrics8["loss"]), delta=1e-5
+        )
+        _utils.assert_trees_all_close(
+            after4.params, after8.params, rtol=1e-5, atol=1e-6
+        )
+
+    def test_loss_scale_and_half_precision(self):
+        # O2's float16 policy, with its dynamic loss scale: the skip
+        # decision is the global batch's, as on one device.
+        policy = boostax.precision_policy("O2", "float16")
+        self.assertEqual(policy.loss_scale, "dynamic")
+        # SGD: Adam's normalised steps turn float16 rounding of gradients
+        # near zero into whole learning-rate steps.
+        sgd = optax.sgd(0.1)
+        eight = train(build(optimizer=sgd, precision=policy), 6)
+        one = train(build(optimizer=sgd, devices=1, precision=policy), 6)
+        self.assert_trains_as_one(eight, one, rtol=2e-3, atol=2e-4)
+
     def test_refusals(self):
         with self.assertRaisesRegex(ValueError, "engine"):
             boostax.DataParallel(mesh(), engine="gspmd")

@@ -65,6 +65,7 @@ CONCEPTS = {
     "pca_file": "the PCA matrix's .npy file, shared between processes",
     "precision": "mixed precision: the dtype policy of a train step",
     "program_schedule": "which program each step runs, and when others compile",
+    "progressive_resizing": "progressive resizing: smaller images first",
     "recipes": "boostax's named presets: config dicts of measured choices",
     "seq_len_warmup": "sequence-length warm-up: truncated sequences first",
     "skip_watch": "runs of skipped steps, noticed without stalling",

@@ -26,7 +26,7 @@ from boostax._src import (
     validation,
 )
 from boostax._src import precision as precision_lib
-from boostax._src import seq_len_warmup as seq_len_warmup_lib
+from boostax._src import progressive_resizing as progressive_resizing_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src import weight_decay as weight_decay_lib
 
@@ -79,9 +79,11 @@ def auto_boost(
     trajectory, or the config's ``pca_mat_path`` / ``weight_load_dir``.
     The config's ``seq_len_warmup`` section (boostax's; ``enabled`` True)
     adds a sequence-length warm-up (`boostax.seq_len_warmup`) at any
-    level, and its ``weight_averaging`` section a moving average of the
-    params (`boostax.average_params`, chained last onto the optimizer
-    inside any accumulation), which `TrainStep.predict` evaluates.
+    level, its ``progressive_resizing`` section progressive image resizing
+    (`boostax.progressive_resizing`; not with the warm-up), and its
+    ``weight_averaging`` section a moving average of the params
+    (`boostax.average_params`, chained last onto the optimizer inside any
+    accumulation), which `TrainStep.predict` evaluates.
 
     Args:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
@@ -372,9 +374,7 @@ def auto_boost(
         max_consecutive_skips=max_consecutive_skips,
         raise_on_skips=raise_on_skips,
         precision=precision,
-        seq_len_warmup=seq_len_warmup_lib.from_config(
-            boost_config.seq_len_warmup
-        ),
+        seq_len_warmup=progressive_resizing_lib.shape_schedule(boost_config),
         less_bn_report=less_bn_report,
         plain_recipe=plain,
         sample_inputs=sample_inputs,

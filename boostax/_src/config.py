@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import freeze_sequence, user_warnings, validation
+from boostax._src import progressive_resizing as progressive_resizing_lib
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src.config_fields import Range as _Range
 from boostax._src.config_fields import Section as _Section
@@ -195,6 +196,51 @@ class DimReduceSection(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class ProgressiveResizingSection(_Section):
+    """Section ``progressive_resizing`` (boostax's; not MindSpore's):
+    progressive image resizing (`boostax.progressive_resizing`, Composer's
+    ``ProgressiveResizing``, with its defaults).
+
+    Off unless ``enabled`` (no level or mode switches it on: it needs a
+    model of NHWC images that pools globally); not with ``seq_len_warmup``
+    (both schedule the batch's shape). ``total_steps`` (the run's
+    optimizer updates) is then required; ``mode`` is ``"resize"`` or
+    ``"crop"``; ``keys`` names the batch entries that hold images
+    (``None``: the rank-4 leaves of the step's inputs, or of the batch).
+    """
+
+    NAME: ClassVar[str] = "progressive_resizing"
+    enabled: bool = _key(False, "bool")
+    total_steps: int | None = _key(None, "optional_int", _at_least(1))
+    initial_scale: float = _key(0.5, "float", _interval(0, 1, open_low=True))
+    finetune_fraction: float = _key(0.2, "float", _interval(0, 1))
+    delay_fraction: float = _key(0.5, "float", _interval(0, 1))
+    size_increment: int = _key(4, "int", _at_least(1))
+    # A str, and dict keys or tuple indices: checked below.
+    mode: str = "resize"
+    keys: tuple[str | int, ...] | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        name = "progressive_resizing."
+        progressive_resizing_lib.check_mode(self.mode, name + "mode")
+        object.__setattr__(
+            self,
+            "keys",
+            seq_len_warmup_lib.check_keys(self.keys, name + "keys"),
+        )
+        progressive_resizing_lib.check_fractions(
+            self.delay_fraction, self.finetune_fraction, name
+        )
+        if self.enabled and self.total_steps is None:
+            raise ValueError(
+                "`progressive_resizing.total_steps` (the run's length in "
+                "optimizer updates, over which the images grow) is needed "
+                "when `progressive_resizing.enabled` is True."
+            )
+
+
+@dataclasses.dataclass(frozen=True)
 class SeqLenWarmupSection(_Section):
     """Section ``seq_len_warmup`` (boostax's; not MindSpore's): sequence-length
     warm-up (`boostax.seq_len_warmup`, Composer's ``SeqLengthWarmup``).
@@ -322,6 +368,7 @@ SECTIONS: Mapping[str, type[_Section]] = {
         GradFreezeSection,
         GradAccumulationSection,
         DimReduceSection,
+        ProgressiveResizingSection,
         SeqLenWarmupSection,
         WeightAveragingSection,
         DataParallelSection,
@@ -468,7 +515,11 @@ def _warn_ignored_settings(config: BoostConfig) -> None:
             "schedules and fuses collectives itself.",
             UserWarning,
         )
-    for section in (config.seq_len_warmup, config.weight_averaging):
+    for section in (
+        config.seq_len_warmup,
+        config.progressive_resizing,
+        config.weight_averaging,
+    ):
         changed = [c for c in _changed_keys(section) if "enabled" not in c]
         if changed and not section.enabled:
             user_warnings.warn(
@@ -529,6 +580,8 @@ class BoostConfig:
       level: ``"O0"``, ``"O1"`` or ``"O2"``.
       boost, common, less_bn, grad_freeze, grad_accumulation, dim_reduce: the
         sections, each a frozen dataclass with MindSpore's defaults.
+      progressive_resizing: boostax's progressive image resizing (off by
+        default; not with `seq_len_warmup`).
       seq_len_warmup: boostax's sequence-length warm-up (off by default).
       weight_averaging: boostax's moving average of the params (off by
         default).
@@ -560,6 +613,9 @@ class BoostConfig:
     grad_freeze: GradFreezeSection = GradFreezeSection()
     grad_accumulation: GradAccumulationSection = GradAccumulationSection()
     dim_reduce: DimReduceSection = DimReduceSection()
+    progressive_resizing: ProgressiveResizingSection = (
+        ProgressiveResizingSection()
+    )
     seq_len_warmup: SeqLenWarmupSection = SeqLenWarmupSection()
     weight_averaging: WeightAveragingSection = WeightAveragingSection()
     data_parallel: DataParallelSection = DataParallelSection()

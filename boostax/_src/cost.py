@@ -720,7 +720,9 @@ def cost_report(
             freezing_lib.MASKED, state, train_step._batch(batch)
         )
         compiled.update(train_step.executables.compiled())
-    names = program_schedule.program_names(shares)
+    names = program_schedule.program_names(
+        shares, getattr(train_step.program_lengths, "unit", "length")
+    )
     costs = {"plain": executable_cost(plain_compiled)}
     costs.update({names[k]: executable_cost(compiled[k]) for k in names})
     compile_seconds = {} if plain_seconds is None else {"plain": plain_seconds}

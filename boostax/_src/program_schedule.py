@@ -376,10 +376,11 @@ def _pairs_by_first_use(codes: np.ndarray, lengths: np.ndarray) -> list:
 WARMUP_NAME = "warm-up"
 
 
-def program_names(keys) -> dict:
+def program_names(keys, unit: str = "length") -> dict:
     """``{program: its name in reports}``: ``"step"`` (no freezing, no
     lengths), ``"depth 3"``, ``"warm-up"``, ``"length 8"``,
-    ``"depth 3, length 8"``."""
+    ``"depth 3, length 8"`` (`unit`: what the int of a pair is, e.g.
+    ``"width"`` under progressive resizing)."""
     if list(keys) == [None]:
         return {None: "step"}
 
@@ -393,8 +394,8 @@ def program_names(keys) -> dict:
             return name(key)
         freeze_key, length = key
         if freeze_key is None:
-            return f"length {length}"
-        return f"{name(freeze_key)}, length {length}"
+            return f"{unit} {length}"
+        return f"{name(freeze_key)}, {unit} {length}"
 
     return {k: named(k) for k in keys}
 

@@ -122,7 +122,7 @@ def check_keys(keys: Any, name: str = "keys") -> tuple[Key, ...] | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Scope:
+class Scope:
     """Which leaves a warm-up cuts: those of the `keys` entries (all of
     them, when `strict`), else every leaf with the sequence axis."""
 
@@ -131,7 +131,7 @@ class _Scope:
     source: str  # where `keys` came from, for messages
 
     @classmethod
-    def of(cls, keys, batch_keys=None) -> _Scope:
+    def of(cls, keys, batch_keys=None) -> Scope:
         if keys is not None:
             return cls(keys, True, f"`keys`={keys!r}")
         if batch_keys is not None:
@@ -248,7 +248,7 @@ class SeqLenWarmup:
         """The full length of `batch`: the size along `seq_axis` of the
         leaves this warm-up cuts (`keys`, else those of the step's
         `batch_keys` entries or the whole batch; `sequence_length`)."""
-        scope = _Scope.of(self.keys, batch_keys)
+        scope = Scope.of(self.keys, batch_keys)
         return _find_sequences(batch, self.seq_axis, scope)[1]
 
     def bind(
@@ -262,7 +262,7 @@ class SeqLenWarmup:
             self.lengths(full_length),
             full_length,
             micro_steps,
-            _Scope.of(self.keys, batch_keys),
+            Scope.of(self.keys, batch_keys),
         )
 
     def bind_batch(
@@ -371,7 +371,7 @@ class Lengths:
         )
         self.end = len(self.table) * self.micro_steps
         self._at = [int(n) for n in self.table]  # read on every call
-        self._scope = scope or _Scope.of(warmup.keys)
+        self._scope = scope or Scope.of(warmup.keys)
 
     def at(self, position: int) -> int:
         """The length of train step `position`."""
@@ -420,7 +420,7 @@ class Lengths:
             try:
                 outputs = step(state, short)
             except Exception as error:
-                if not _traces(step, state, batch):
+                if not traces(step, state, batch):
                     raise  # the full batch fails too: not the warm-up's
                 raise self._cut_error(batch, length, error) from error
             return self._with_tokens(outputs, short, length)
@@ -448,7 +448,7 @@ class Lengths:
         axis = self.warmup.seq_axis
         indices, _ = _find_sequences(batch, axis, self._scope)
         leaves = jax.tree_util.tree_flatten_with_path(batch)[0]
-        cut = _describe([leaves[i] for i in indices])
+        cut = describe_leaves([leaves[i] for i in indices])
         return ValueError(
             f"seq_len_warmup: the step fails on the batch cut to its first "
             f"{length} of {self.full_length} positions along `seq_axis` "
@@ -462,7 +462,7 @@ class Lengths:
         )
 
 
-def _traces(step, state, batch) -> bool:
+def traces(step, state, batch) -> bool:
     """Whether ``step(state, batch)`` traces (shapes only, no compile)."""
     abstract = jax.tree.map(
         lambda x: (
@@ -479,8 +479,9 @@ def _traces(step, state, batch) -> bool:
     return True
 
 
-def _entry_paths(batch, scope: _Scope) -> list:
-    """The path key (`jax.tree_util`) of each entry `scope.keys` names."""
+def entry_paths(batch, scope: Scope, who: str = "seq_len_warmup") -> list:
+    """The path key (`jax.tree_util`) of each entry `scope.keys` names
+    (`who`: the method named in messages)."""
     keys = scope.keys
     assert keys is not None  # a scope without keys names no entry
     children = jax.tree_util.tree_flatten_with_path(
@@ -491,9 +492,9 @@ def _entry_paths(batch, scope: _Scope) -> list:
         missing = [k for k in keys if k not in batch]
         if missing:
             raise ValueError(
-                f"seq_len_warmup: {scope.source} names the entry "
+                f"{who}: {scope.source} names the entry "
                 f"{missing[0]!r}, which the batch does not hold: its entries "
-                f"are {list(batch)}. Name the entries that hold sequences."
+                f"are {list(batch)}. Name entries it holds."
             )
         by_key = {getattr(p, "key", None): p for p in paths}
         return [by_key[k] for k in keys if k in by_key]
@@ -505,19 +506,19 @@ def _entry_paths(batch, scope: _Scope) -> list:
         ]
         if bad:
             raise ValueError(
-                f"seq_len_warmup: {scope.source} names the entry {bad[0]!r} "
+                f"{who}: {scope.source} names the entry {bad[0]!r} "
                 f"of a {type(batch).__name__} batch of {len(batch)} entries: "
                 f"name its entries by index, 0 to {len(batch) - 1}."
             )
         return [paths[int(k)] for k in keys]
     raise TypeError(
-        f"seq_len_warmup: {scope.source} names entries of a dict batch (or "
+        f"{who}: {scope.source} names entries of a dict batch (or "
         f"indices of a tuple batch); the batch is a {type(batch).__name__}. "
-        "Leave `keys` out (None) to cut every leaf with the sequence axis."
+        "Leave `keys` out (None) to pick the leaves by their rank."
     )
 
 
-def _describe(leaves, axis=None) -> str:
+def describe_leaves(leaves, axis=None) -> str:
     """``batch['inputs'] (4, 16), ...`` (sizes along `axis`, when given)."""
     return ", ".join(
         f"batch{jax.tree_util.keystr(path)} "
@@ -526,7 +527,7 @@ def _describe(leaves, axis=None) -> str:
     )
 
 
-def _find_sequences(batch, seq_axis: int, scope: _Scope):
+def _find_sequences(batch, seq_axis: int, scope: Scope):
     """``(indices of the leaves to cut, in jax.tree order; their length)``.
 
     Raises:
@@ -537,14 +538,14 @@ def _find_sequences(batch, seq_axis: int, scope: _Scope):
     indices = list(range(len(leaves)))
     if scope.keys is not None:
         # A leaf belongs to the entry its path starts with.
-        entries = [(entry,) for entry in _entry_paths(batch, scope)]
+        entries = [(entry,) for entry in entry_paths(batch, scope)]
         indices = [i for i in indices if leaves[i][0][:1] in entries]
     flat = [leaves[i] for i in indices]
     if scope.strict:
         short = [(p, x) for p, x in flat if np.ndim(x) <= seq_axis]
         if short or not flat:
             problem = (
-                f"{_describe(short)} has rank {seq_axis} or less"
+                f"{describe_leaves(short)} has rank {seq_axis} or less"
                 if short
                 else "they hold no array"
             )
@@ -560,8 +561,8 @@ def _find_sequences(batch, seq_axis: int, scope: _Scope):
             "Sequence-length warm-up (seq_len_warmup) needs batch leaves "
             f"with a sequence axis `seq_axis`={seq_axis} (rank above "
             f"{seq_axis}); with {scope.source}, the leaves it looks at have "
-            f"shapes [{_describe(flat)}]: a batch without sequences, which "
-            f"it cannot shorten. Pass batches of (batch, length, ...) "
+            f"shapes [{describe_leaves(flat)}]: a batch without sequences, "
+            "which it cannot shorten. Pass batches of (batch, length, ...) "
             f"sequences, {_WAY_OUT}."
         )
     sizes = {int(np.shape(leaves[i][1])[seq_axis]) for i in found}
@@ -575,13 +576,13 @@ def _find_sequences(batch, seq_axis: int, scope: _Scope):
             "seq_len_warmup cannot tell the batch's sequence length: with "
             f"{scope.source}, it cuts every leaf with an axis "
             f"`seq_axis`={seq_axis}, and these disagree on its size: "
-            f"{_describe([leaves[i] for i in found], seq_axis)}{names}. "
+            f"{describe_leaves([leaves[i] for i in found], seq_axis)}{names}. "
             f"To cut only the sequences, {_WAY_OUT}."
         )
     return found, sizes.pop()
 
 
-def _cut(batch, length, seq_axis: int, scope: _Scope, full_length=None):
+def _cut(batch, length, seq_axis: int, scope: Scope, full_length=None):
     """`batch` with the leaves of `scope` cut to `length` positions."""
     indices, full = _find_sequences(batch, seq_axis, scope)
     if full_length is not None and full != full_length:
@@ -609,7 +610,7 @@ def sequence_length(batch: PyTree, seq_axis: int = 1, *, keys=None) -> int:
         `keys` entries lacks it, or the leaves disagree on its size.
     """
     validation.check_int("seq_axis", seq_axis, minimum=1)
-    scope = _Scope.of(check_keys(keys))
+    scope = Scope.of(check_keys(keys))
     return _find_sequences(batch, seq_axis, scope)[1]
 
 
@@ -662,7 +663,7 @@ def truncate_sequence(
     validation.check_int("seq_axis", seq_axis, minimum=1)
     if full_length is not None:
         validation.check_int("full_length", full_length, minimum=1)
-    scope = _Scope.of(check_keys(keys))
+    scope = Scope.of(check_keys(keys))
     return _cut(batch, length, seq_axis, scope, full_length)
 
 
@@ -702,8 +703,9 @@ def micro_steps(optimizer, opt_state, freezing=None) -> int:
         or k is None
     ):
         raise ValueError(
-            "Sequence-length warm-up counts optimizer updates as train "
-            "steps // k, so gradient accumulation must be the optimizer's "
+            "Sequence-length warm-up (and progressive resizing) counts "
+            "optimizer updates as train steps // k, so gradient "
+            "accumulation must be the optimizer's "
             "outermost stage with a fixed k (boostax.gradient_accumulation("
             "inner, k), or the config's grad_accumulation); got one nested "
             "inside the optimizer or with a schedule of k."

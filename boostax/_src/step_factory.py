@@ -11,6 +11,7 @@ import optax
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objective_options
+from boostax._src import progressive_resizing as progressive_resizing_lib
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src.train_step import TrainStep
 
@@ -35,7 +36,9 @@ def make_train_step(
     train_kwargs: Any = None,
     eval_kwargs: Any = None,
     cast_batch: Any = None,
-    seq_len_warmup: seq_len_warmup_lib.SeqLenWarmup | None = None,
+    seq_len_warmup: seq_len_warmup_lib.SeqLenWarmup
+    | progressive_resizing_lib.ProgressiveResizing
+    | None = None,
 ) -> TrainStep:
     """Builds a jitted train step from a model or loss and an optimizer.
 
@@ -94,7 +97,10 @@ def make_train_step(
       seq_len_warmup: a sequence-length warm-up (`boostax.seq_len_warmup`):
         each update trains on the first positions of every sequence of its
         batch, more as training goes on; one compiled program per length.
-        ``None``: the batch as given.
+        Or progressive image resizing (`boostax.progressive_resizing`), a
+        schedule of the batch's shape too: each update trains on the
+        batch's images shrunk, to full size by the end of the run; one
+        compiled program per size. ``None``: the batch as given.
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)`` then

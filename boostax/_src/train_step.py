@@ -37,6 +37,7 @@ from boostax._src import (
 )
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
+from boostax._src import progressive_resizing as progressive_resizing_lib
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import step_builder as step_builder_lib
 from boostax._src.objective_options import PlainRecipe
@@ -188,7 +189,8 @@ class TrainStep:
         each executable (the key ``None`` without freezing).
       compile_wait_seconds: how long calls have waited for compilation in
         all: compiling on the spot, or waiting for a background compile.
-      seq_len_warmup: the `SeqLenWarmup`, or ``None``.
+      seq_len_warmup: the `SeqLenWarmup` or `ProgressiveResizing` (a
+        schedule of the batch's shape), or ``None``.
       less_bn_report, plain_recipe: the arguments given, or ``None``.
       sample_inputs: their shapes (``jax.ShapeDtypeStruct``), or ``None``.
       donate_state: whether a call donates (deletes) the state it is
@@ -219,7 +221,9 @@ class TrainStep:
         max_consecutive_skips: int | None = 100,
         raise_on_skips: bool = False,
         precision: Any = None,
-        seq_len_warmup: seq_len_warmup_lib.SeqLenWarmup | None = None,
+        seq_len_warmup: seq_len_warmup_lib.SeqLenWarmup
+        | progressive_resizing_lib.ProgressiveResizing
+        | None = None,
         less_bn_report: less_bn_plan.LessBNReport | None = None,
         plain_recipe: PlainRecipe | None = None,
         sample_inputs: Any = None,
@@ -253,12 +257,16 @@ class TrainStep:
         self._less_bn_report = less_bn_report
         self._plain_recipe = plain_recipe
         self._sample_inputs = model_graph.input_shapes(sample_inputs)
-        if seq_len_warmup is not None:
+        if seq_len_warmup is not None:  # a schedule of the batch's shape
             validation.check_instance(
                 "seq_len_warmup",
                 seq_len_warmup,
-                seq_len_warmup_lib.SeqLenWarmup,
-                "None or a boostax.seq_len_warmup(...)",
+                (
+                    seq_len_warmup_lib.SeqLenWarmup,
+                    progressive_resizing_lib.ProgressiveResizing,
+                ),
+                "None, a boostax.seq_len_warmup(...) or a "
+                "boostax.progressive_resizing(...)",
             )
         self.seq_len_warmup = seq_len_warmup
         self.donate_state = donate_state
@@ -571,6 +579,8 @@ class TrainStep:
                 # unless the warm-up names its own `keys`.
                 batch_keys=self._batch_entries(),
             )
+            if isinstance(lengths, progressive_resizing_lib.Sizes):
+                lengths.check_model(self.objective, state, batch)
         self._schedule = program_schedule.ProgramSchedule(
             self.freezing, self.freeze_warmup_steps, self._warmup_given, lengths
         )
