@@ -19,6 +19,7 @@ import numpy as np
 import optax
 from absl.testing import absltest, parameterized
 from flax import linen as nn
+from flax import serialization
 from flax.training import train_state as flax_train_state
 
 import boostax
@@ -298,10 +299,9 @@ O1_CONFIG = {
 
 
 class O1StepTest(absltest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.ts = boostax.auto_boost(
+    @staticmethod
+    def build(freeze_warmup_steps):
+        return boostax.auto_boost(
             "O1",
             O1_CONFIG,
             optimizer=optax.sgd(0.05, momentum=0.9),
@@ -309,18 +309,29 @@ class O1StepTest(absltest.TestCase):
             loss=loss,
             sample_inputs=batch(0)[0],
             loss_scale=boostax.DynamicLossScale(2.0**8),
-            freeze_warmup_steps=0,
+            freeze_warmup_steps=freeze_warmup_steps,
             background_compile=False,
         )
+
+    @staticmethod
+    def train(ts):
         variables = TinyNet().init(
             jax.random.PRNGKey(0), batch(0)[0], train=False
         )
-        state = cls.ts.init(variables)
-        cls.states, cls.metrics = [state], []
+        state = ts.init(variables)
+        states, metrics = [state], []
         for i in range(8):
-            state, metrics = cls.ts(state, batch(i))
-            cls.states.append(state)
-            cls.metrics.append(metrics)
+            state, m = ts(state, batch(i))
+            states.append(state)
+            metrics.append(m)
+        return states, metrics
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # Each depth's own program from the first step.
+        cls.ts = cls.build(freeze_warmup_steps=0)
+        cls.states, cls.metrics = cls.train(cls.ts)
 
     def test_o1_runs_less_bn_and_freezing(self):
         self.assertEqual(
@@ -364,6 +375,24 @@ class O1StepTest(absltest.TestCase):
         self.assertEqual(n, 3)
         self.assertEqual(partial, 1)  # one update with a frozen group
 
+    def test_the_freezing_warm_up_program_averages_the_same(self):
+        # The masked program of the first steps (the default): every
+        # gradient computed, the frozen leaves' params and slots restored.
+        ts = self.build(freeze_warmup_steps=8)
+        states, metrics = self.train(ts)
+        self.assertTrue(all("masked" in str(k) for k in ts.compile_seconds))
+        self.assertEqual(
+            [bool(m["updated"]) for m in metrics],
+            [bool(m["updated"]) for m in self.metrics],
+        )
+        for got, want in zip(states, self.states, strict=True):
+            _utils.assert_trees_all_close(
+                boostax.averaged_params(got.opt_state),
+                boostax.averaged_params(want.opt_state),
+                rtol=1e-5,
+                atol=1e-6,
+            )
+
     def test_predict_evaluates_the_average(self):
         state, x = self.states[-1], batch(9)[0]
         average = boostax.averaged_params(state.opt_state)
@@ -404,6 +433,12 @@ class O1StepTest(absltest.TestCase):
         for i in range(4, 8):
             state, _ = self.ts(state, batch(i))
         _utils.assert_trees_equal(state, self.states[8])
+        # Flax's serialization (flax.training.checkpoints) keeps it too.
+        again = serialization.from_bytes(saved, serialization.to_bytes(saved))
+        _utils.assert_trees_equal(
+            boostax.averaged_params(again.opt_state),
+            boostax.averaged_params(saved.opt_state),
+        )
 
 
 # --- O0: the EMA of the step's params; a skipped step; ZeRO-1; DimReduce.
