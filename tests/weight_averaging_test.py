@@ -510,29 +510,39 @@ class O0StepTest(absltest.TestCase):
         self.assertEqual(int(_average_state(states[-1].opt_state).count), 5)
 
     def test_zero_1_shards_it_like_the_optimizer_state(self):
+        # Both data-parallel engines: shard_map's split plan (which walks
+        # the optimizer's update) and jit's one rule for every leaf.
         mesh = jax.make_mesh((2,), ("data",), devices=jax.devices()[:2])
         whole = boostax.auto_boost(
             "O0", AVERAGING, optimizer=optax.adam(0.05), loss_fn=loss_fn
         )
-        sharded = boostax.auto_boost(
-            "O0",
-            {**AVERAGING, "data_parallel": {"shard_optimizer_state": True}},
-            optimizer=optax.adam(0.05),
-            loss_fn=loss_fn,
-            mesh=mesh,
-        )
         batches = mlp_batches(3)
-        a, b = run(whole, batches)[-1], run(sharded, batches)[-1]
-        average = boostax.averaged_params(b.opt_state)
-        adam_mu = tree_utils.find_state(b.opt_state, optax.ScaleByAdamState).mu
-        for name in ("w1", "w2"):
-            self.assertEqual(
-                average[name].sharding.spec, adam_mu[name].sharding.spec
+        want = boostax.averaged_params(run(whole, batches)[-1].opt_state)
+        for engine in ("shard_map", "jit"):
+            sharded = boostax.auto_boost(
+                "O0",
+                {
+                    **AVERAGING,
+                    "data_parallel": {
+                        "shard_optimizer_state": True,
+                        "engine": engine,
+                    },
+                },
+                optimizer=optax.adam(0.05),
+                loss_fn=loss_fn,
+                mesh=mesh,
             )
-        self.assertFalse(average["w1"].sharding.is_fully_replicated)
-        _utils.assert_trees_all_close(
-            average, boostax.averaged_params(a.opt_state), rtol=1e-5, atol=1e-6
-        )
+            state = run(sharded, batches)[-1]
+            average = boostax.averaged_params(state.opt_state)
+            mu = tree_utils.find_state(
+                state.opt_state, optax.ScaleByAdamState
+            ).mu
+            for name in ("w1", "w2"):
+                self.assertEqual(
+                    average[name].sharding.spec, mu[name].sharding.spec
+                )
+            self.assertFalse(average["w1"].sharding.is_fully_replicated)
+            _utils.assert_trees_all_close(average, want, rtol=1e-5, atol=1e-6)
 
     def test_with_dim_reduce(self):
         # DimReduce replaces the optimizer: the average is chained after it.
