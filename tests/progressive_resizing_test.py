@@ -274,6 +274,31 @@ class StepTest(absltest.TestCase):
         self.assertEqual(self.step.trace_count, traces)  # nothing new
 
 
+class DictBatchTest(absltest.TestCase):
+    def test_crop_of_the_step_batch_keys_entry(self):
+        images, labels = batches(1)[0]
+        batch = {"image": images, "label": labels}
+
+        def make_dict(**kwargs):
+            return boostax.make_train_step(
+                optax.sgd(0.1),
+                model=CNN(),
+                loss=models.cross_entropy,
+                batch_keys=("image", "label"),
+                **kwargs,
+            )
+
+        resizing = boostax.progressive_resizing(10, mode="crop")
+        step = make_dict(seq_len_warmup=resizing)
+        state, metrics = step(step.init(variables()), batch)
+        self.assertEqual(step.program_at(0), (None, 8))
+        self.assertEqual(int(metrics["image_height"]), 8)
+        plain = make_dict()
+        cropped = {"image": images[:, 4:12, 4:12], "label": labels}
+        expected, _ = plain(plain.init(variables()), cropped)
+        _utils.assert_trees_equal(state.params, expected.params)
+
+
 class ComposeTest(absltest.TestCase):
     def test_data_parallel(self):
         data = batches(8, batch_size=8)
