@@ -78,7 +78,7 @@ def _plan(sequence, micro_steps=1):
         micro_steps=micro_steps,
         wrap=True,
         sequence=np.array(sequence),
-        groups=[None] * 3,
+        groups=[("a", "b", "c"), ("b", "c"), ("c",)],  # nested suffixes
         canonical_depth=lambda k: k,
     )
 
@@ -314,27 +314,28 @@ class ProgramSharesTest(absltest.TestCase):
 
     def test_a_long_opening_depth_runs_its_own_program(self):
         # Progressive freezing trains everything first: those positions run
-        # depth 0's own program (no mask), the warm-up program the rest of
-        # the warm-up, compiled in the background once depth 0's is.
+        # depth 0's own program (no mask), a warm-up program the rest of
+        # the warm-up, compiled in the background once depth 0's is; its
+        # depths 1 and 2 both freeze group 0's own leaves, so it
+        # differentiates group 1's alone.
         def schedule(sequence, warmup):
             return program_schedule.ProgramSchedule(_plan(sequence), warmup)
 
+        from_1 = freezing.warmup_key(1)
         long = schedule([0] * 100 + [1, 2] * 50, 128)
         self.assertEqual(long.lead, 100)
         runs = [long.program_at(p) for p in range(200)]
         self.assertEqual(runs[:100], [0] * 100)
-        self.assertEqual(runs[100:128], [freezing.MASKED] * 28)
+        self.assertEqual(runs[100:128], [from_1] * 28)
         self.assertEqual(runs[128:], [1, 2] * 36)
         self.assertEqual(
             long.shares(),
-            {freezing.MASKED: 0.14, 0: 0.5, 1: 0.18, 2: 0.18},
+            {from_1: 0.14, 0: 0.5, 1: 0.18, 2: 0.18},
         )
-        self.assertEqual(list(long.shares())[0], freezing.MASKED)
-        self.assertEqual(
-            long.programs_from(0, warmup=True), [0, freezing.MASKED, 1, 2]
-        )
+        self.assertEqual(list(long.shares())[0], from_1)
+        self.assertEqual(long.programs_from(0, warmup=True), [0, from_1, 1, 2])
         self.assertIsNone(long.keys_to_compile(0, {}))
-        self.assertEqual(long.keys_to_compile(1, {0: 1.0}), [freezing.MASKED])
+        self.assertEqual(long.keys_to_compile(1, {0: 1.0}), [from_1])
         # A run of one depth over the whole warm-up needs no warm-up program.
         whole = schedule([0] * 200 + [1, 2], 128)
         self.assertEqual(whole.lead, 128)

@@ -715,10 +715,10 @@ def cost_report(
 
     compiled = train_step.compile_all(state, batch)
     shares = train_step.program_shares()
-    if freezing_lib.MASKED in shares:  # the freezing warm-up runs it
-        train_step.executables.executable(
-            freezing_lib.MASKED, state, train_step._batch(batch)
-        )
+    warmup = [k for k in shares if freezing_lib.warmup_cut(k) is not None]
+    for key in warmup:  # the freezing warm-up runs them
+        train_step.executables.executable(key, state, train_step._batch(batch))
+    if warmup:
         compiled.update(train_step.executables.compiled())
     names = program_schedule.program_names(
         shares, getattr(train_step.program_lengths, "unit", "length")

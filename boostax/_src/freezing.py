@@ -46,6 +46,32 @@ from boostax._src.masked_update import mask_tree, masked_update
 # all depths. A step runs it at the positions before the warm-up's end, and
 # its depth's own program after (`program_schedule.ProgramSchedule`).
 MASKED = "masked"
+# A warm-up program that differentiates only group ``k``'s leaves (``k`` the
+# shallowest depth of the positions it runs): the key ``f"{MASKED} from
+# {k}"`` (`warmup_key`). Its positions' depths all freeze the leaves
+# outside group ``k``, so it skips their backward as depth ``k``'s own
+# program does, and masks the rest as `MASKED` does.
+_FROM = f"{MASKED} from "
+
+
+def warmup_key(cut: int) -> str:
+    """The key of the warm-up program differentiating group `cut`'s leaves
+    alone (`MASKED` for group 0: every leaf)."""
+    validation.check_int("cut", cut, minimum=0)
+    return MASKED if cut == 0 else f"{_FROM}{cut}"
+
+
+def warmup_cut(key: Any) -> int | None:
+    """The group a warm-up program's key differentiates (0 for `MASKED`),
+    or ``None`` where `key` is not a warm-up program's (a depth's own, or
+    ``None``)."""
+    if not isinstance(key, str):
+        return None
+    if key == MASKED:
+        return 0
+    if key.startswith(_FROM) and key[len(_FROM) :].isdigit():
+        return int(key[len(_FROM) :])
+    return None
 
 
 class FreezeState(NamedTuple):

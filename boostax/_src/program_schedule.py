@@ -19,6 +19,14 @@ same update without the warm-up program's mask, and a program that
 compiles as fast as plain Optax's, while the warm-up program compiles in
 the background for the positions after the lead.
 
+The warm-up's positions after the lead are cut into segments
+(`warmup_segments`), as many as the lead leaves time to compile (one per
+`MIN_LEAD_STEPS` of it): each runs one warm-up program that differentiates
+only the leaves some depth of the segment trains (``freezing.warmup_key``:
+the frozen prefix common to its depths costs no backward), or, for a
+segment of one depth, that depth's own program. A progressive sequence's
+short run thus keeps most of freezing's saving inside the warm-up.
+
 With a sequence-length warm-up (`seq_len_warmup.py`), each length is a
 program too: a program is then ``(freeze program or None, length)``, the
 length also a function of the position.
@@ -26,6 +34,7 @@ length also a function of the position.
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import Any
 
@@ -46,6 +55,9 @@ FREEZE_WARMUP_STEPS = 1024
 # background on two CPU cores while the bundled ResNet trains (~1.7 s at
 # ~15-25 ms a step), so that it is ready when the lead ends.
 MIN_LEAD_STEPS = 64
+# More runs of one program than this after the lead (MindSpore's strategies,
+# whose depth 0 recurs): the warm-up after the lead runs one program.
+MAX_WARMUP_RUNS = 64
 
 
 def lead_positions(freezing, warmup: int) -> int:
@@ -65,6 +77,135 @@ def lead_positions(freezing, warmup: int) -> int:
         return warmup  # one program throughout: the warm-up never needs one
     lead = min(int(others[0]) * freezing.micro_steps, warmup)
     return lead if lead == warmup or lead >= MIN_LEAD_STEPS else 0
+
+
+def warmup_programs_budget(lead: int) -> int:
+    """How many programs the warm-up's positions after a lead of `lead`
+    positions may run: one per `MIN_LEAD_STEPS` of the lead (the time one
+    compiles in the background while the lead trains), at least one."""
+    return max(1, lead // MIN_LEAD_STEPS)
+
+
+def warmup_segments(freezing, lead: int, warmup: int) -> list[tuple[int, Any]]:
+    r"""``[(first position, program), ...]`` of the warm-up after its lead.
+
+    The positions ``[lead, warmup)`` are cut, at changes of their depths'
+    programs, into at most `warmup_programs_budget` segments of
+    consecutive positions; each runs one program, chosen from the plan
+    alone (so a run's bits do not depend on when a compile finishes):
+
+    - a segment of one depth runs that depth's own program;
+    - one of several depths the warm-up program of the smallest group
+      holding every leaf they train (``freezing.warmup_key(k)``: the
+      leaves outside group ``k``, frozen at each of its depths, are not
+      differentiated; `freezing.MASKED` where no group holds them all).
+
+    The cut minimizes the estimated cost of the warm-up, each position
+    costing the fraction of the leaves its program differentiates,
+
+    .. math::
+
+      \min_{S_1, \ldots, S_m,\ m \le K} \sum_j |S_j|
+      \frac{|\bigcup_{d \in S_j} G_d|}{|G_0|},
+
+    by dynamic programming over the runs of one program (at most
+    `MAX_WARMUP_RUNS`; more, as in MindSpore's strategies 0 and 1, whose
+    depth 0 recurs, one segment).
+
+    Args:
+      freezing: the `Freezing` plan (one optimizer state: `can_mask`).
+      lead: positions before the warm-up's segments (`lead_positions`).
+      warmup: the warm-up's positions.
+
+    Returns:
+      The segments' first positions (ascending, the first `lead`) and
+      programs; empty when the lead spans the warm-up.
+    """
+    if lead >= warmup:
+        return []
+    planned = len(freezing.sequence) * freezing.micro_steps
+    if planned < warmup:
+        # The warm-up outlasts the planned run (one pass of the sequence):
+        # its positions past the plan run one more program, compiled only
+        # by a run that gets there.
+        head = (
+            warmup_segments(freezing, lead, planned) if lead < planned else []
+        )
+        tail = _programs_of(freezing, max(lead, planned), warmup)
+        tail_key = _cut(freezing, set(tail.tolist()))[0]
+        if not head or head[-1][1] != tail_key:
+            head.append((max(lead, planned), tail_key))
+        return head
+    codes = _programs_of(freezing, lead, warmup)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1])
+    runs = [int(codes[i]) for i in starts]
+    budget = warmup_programs_budget(lead)
+    if len(runs) > MAX_WARMUP_RUNS:
+        budget = 1
+    if len(runs) <= budget:
+        return [
+            (lead + int(i), depth)
+            for i, depth in zip(starts, runs, strict=True)
+        ]
+    lengths = np.diff(np.concatenate([starts, [len(codes)]]))
+
+    def cut(i: int, j: int) -> tuple[Any, float]:
+        """The program of runs ``[i, j)`` and its cost per position."""
+        return _cut(freezing, set(runs[i:j]))
+
+    n = len(runs)
+    if budget == 1:
+        return [(lead, cut(0, n)[0])]
+    # best[m][j]: the cheapest cut of runs [0, j) into m segments.
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(budget + 1)]
+    back = [[0] * (n + 1) for _ in range(budget + 1)]
+    best[0][0] = 0.0
+    costs = {
+        (i, j): float(lengths[i:j].sum()) * cut(i, j)[1]
+        for i in range(n)
+        for j in range(i + 1, n + 1)
+    }
+    for m in range(1, budget + 1):
+        for j in range(1, n + 1):
+            for i in range(m - 1, j):
+                value = best[m - 1][i] + costs[i, j]
+                if value < best[m][j]:
+                    best[m][j], back[m][j] = value, i
+    m = min(range(1, budget + 1), key=lambda k: (best[k][n], k))
+    bounds, j = [], n
+    while j:
+        i = back[m][j]
+        bounds.append((i, j))
+        j, m = i, m - 1
+    return [(lead + int(starts[i]), cut(i, j)[0]) for i, j in bounds[::-1]]
+
+
+def _programs_of(freezing, start: int, stop: int) -> np.ndarray:
+    """The depths' own programs of positions ``[start, stop)``."""
+    keys = np.asarray(executables_lib.sequence_keys(freezing))
+    index = np.arange(start, stop) // freezing.micro_steps
+    if freezing.wrap:
+        index = index % len(keys)
+    else:
+        index = np.minimum(index, len(keys) - 1)
+    return keys[index]
+
+
+def _cut(freezing, depths: set) -> tuple[Any, float]:
+    """The program running every depth of `depths` (their own program if
+    one, else the warm-up program of the smallest group holding the leaves
+    they train) and the fraction of the leaves it differentiates."""
+    groups = freezing.groups
+    everything = max(len(set(groups[0])), 1)
+    if len(depths) == 1:
+        (depth,) = depths
+        return int(depth), len(set(groups[depth])) / everything
+    union = frozenset().union(*(groups[d] for d in depths))
+    for d in sorted(depths):
+        if frozenset(groups[d]) == union:
+            return freezing_lib.warmup_key(int(d)), len(union) / everything
+    return freezing_lib.MASKED, 1.0
 
 
 def warmup_steps(value, freezing) -> int:
@@ -151,6 +292,10 @@ class ProgramSchedule:
         self._lead_key = self._keys[0]
         self._micro_steps = freezing.micro_steps
         self._wrap = freezing.wrap
+        # The programs of the warm-up's positions after the lead.
+        segments = warmup_segments(freezing, self.lead, self.warmup)
+        self._segment_starts = [start for start, _ in segments]
+        self._segment_keys = [key for _, key in segments]
         # What `keys_to_compile` reads on every call of the warm-up, worked
         # out once (listing the programs by first use reads the sequence).
         self._ends_in_warmup = (
@@ -161,8 +306,10 @@ class ProgramSchedule:
         )
 
     def program_at(self, position: int):
-        """The program of train step `position`: with freezing, ``MASKED``
-        before the warm-up's end, else its depth's own
+        """The program of train step `position`: with freezing, before the
+        warm-up's end the lead's, then its segment's (`warmup_segments`:
+        ``MASKED``, a warm-up program from a group, or a depth's own),
+        else its depth's own
         (`Freezing.canonical_depth` of `Freezing.depth`); with lengths, the
         pair ``(that or None, length)``. A function of the position alone,
         so a run's bits do not depend on when a program finished
@@ -179,7 +326,8 @@ class ProgramSchedule:
         if position < self.warmup:
             if position < self.lead:
                 return self._lead_key
-            return freezing_lib.MASKED
+            segment = bisect.bisect_right(self._segment_starts, position) - 1
+            return self._segment_keys[segment]
         keys, index = self._keys, position // self._micro_steps
         return keys[
             index % len(keys) if self._wrap else min(index, len(keys) - 1)
@@ -287,14 +435,25 @@ class ProgramSchedule:
     def warmup_programs(self, position: int) -> list:
         """The programs the freezing warm-up runs from train step
         `position` on, in the order it first needs them: the lead's
-        (`lead_positions`), then the warm-up program; with lengths, each
-        paired with its lengths."""
+        (`lead_positions`), then its segments' (`warmup_segments`; one
+        past the planned run only once `position` is there); with
+        lengths, each paired with its lengths."""
         if position >= self.warmup:
             return []
         if self.lengths is None:
             keys = [self._lead_key] if position < self.lead else []
-            if self.lead < self.warmup:
-                keys.append(freezing_lib.MASKED)
+            first = max(
+                bisect.bisect_right(self._segment_starts, position) - 1, 0
+            )
+            planned = len(self._keys) * self._micro_steps
+            for start, key in zip(
+                self._segment_starts[first:],
+                self._segment_keys[first:],
+                strict=True,
+            ):
+                # Past the planned run: compiled by a run that gets there.
+                if key not in keys and (start < planned or start <= position):
+                    keys.append(key)
             return keys
         positions = np.arange(position, self.warmup)
         return _pairs_by_first_use(
@@ -311,32 +470,47 @@ class ProgramSchedule:
         else:
             index = np.minimum(index, len(keys) - 1)
         codes = keys[index]
-        if warmup:  # the lead runs its own depth's program (`keys[0]`)
-            masked = (positions >= self.lead) & (positions < self.warmup)
-            codes = np.where(masked, _MASKED_CODE, codes)
+        if warmup and self._segment_starts:
+            # The lead runs its own depth's program (`keys[0]`), the
+            # segments after it theirs (`warmup_segments`).
+            segment_codes = np.array([_code(k) for k in self._segment_keys])
+            inside = (positions >= self.lead) & (positions < self.warmup)
+            segment = np.searchsorted(
+                self._segment_starts, positions, side="right"
+            )
+            segment = np.clip(segment - 1, 0, len(segment_codes) - 1)
+            codes = np.where(inside, segment_codes[segment], codes)
         return codes
 
     def _freeze_shares(self) -> dict:
         """`shares` with freezing alone.
 
         The planned run is one pass of the sequence (its entries times the
-        micro-steps of each): its first `warmup` positions run the warm-up
-        program (``MASKED``, listed first) but for the lead's
-        (`lead_positions`), the rest their depths' own programs
-        (ascending). A run that ends inside the warm-up runs only
-        ``MASKED`` and the lead's program.
+        micro-steps of each): its first `warmup` positions run the lead's
+        program (`lead_positions`) and its segments' (`warmup_segments`),
+        the rest their depths' own programs. The warm-up programs
+        (``MASKED``, then those from a group, by group) are listed first,
+        the depths' own after (ascending).
         """
         total = len(self._keys) * self._micro_steps
         codes = self._depth_codes(np.arange(total), warmup=True)
         values, counts = np.unique(codes, return_counts=True)
         shares: dict[Any, float] = {
-            _DEPTH_OF_CODE.get(int(v), int(v)): float(c) / total
+            _key_of_code(int(v)): float(c) / total
             for v, c in zip(values, counts, strict=True)
         }
-        masked = shares.pop(freezing_lib.MASKED, None)
-        ordered = {freezing_lib.MASKED: masked} if masked else {}
-        ordered.update(sorted(shares.items()))
-        return ordered
+        # The warm-up programs first (`MASKED`, then by group), the depths'
+        # own after (ascending).
+        return dict(
+            sorted(
+                shares.items(),
+                key=lambda item: (
+                    (0, freezing_lib.warmup_cut(item[0]))
+                    if freezing_lib.warmup_cut(item[0]) is not None
+                    else (1, item[0])
+                ),
+            )
+        )
 
     def shares(self) -> dict:
         """``{program: fraction of the planned run's train steps it runs}``
@@ -356,7 +530,7 @@ class ProgramSchedule:
         pairs = np.stack([depths, lengths.at_positions(positions)], axis=1)
         unique, counts = np.unique(pairs, axis=0, return_counts=True)
         return {
-            (_DEPTH_OF_CODE.get(int(d), int(d)), int(n)): float(c) / total
+            (_key_of_code(int(d)), int(n)): float(c) / total
             for (d, n), c in zip(unique, counts, strict=True)
         }
 
@@ -367,8 +541,7 @@ def _pairs_by_first_use(codes: np.ndarray, lengths: np.ndarray) -> list:
     pairs = np.stack([codes, lengths], axis=1)
     unique, first = np.unique(pairs, axis=0, return_index=True)
     return [
-        (_DEPTH_OF_CODE.get(int(d), int(d)), int(n))
-        for d, n in unique[np.argsort(first)]
+        (_key_of_code(int(d)), int(n)) for d, n in unique[np.argsort(first)]
     ]
 
 
@@ -385,8 +558,11 @@ def program_names(keys, unit: str = "length") -> dict:
         return {None: "step"}
 
     def name(freeze_key) -> str:
-        if freeze_key == freezing_lib.MASKED:
+        cut = freezing_lib.warmup_cut(freeze_key)
+        if cut == 0:
             return WARMUP_NAME
+        if cut is not None:
+            return f"{WARMUP_NAME} from depth {cut}"
         return f"depth {freeze_key}"
 
     def named(key) -> str:
@@ -400,6 +576,20 @@ def program_names(keys, unit: str = "length") -> dict:
     return {k: named(k) for k in keys}
 
 
-# Freeze programs as ints in the arrays of `programs_from` and `shares`.
-_MASKED_CODE = -2
-_DEPTH_OF_CODE = {-1: None, _MASKED_CODE: freezing_lib.MASKED}
+# Freeze programs as ints in the arrays of `programs_from` and `shares`:
+# a depth itself, -1 for None, ``-2 - k`` for the warm-up program from group
+# k (`freezing.warmup_key`; -2: `freezing.MASKED`).
+_NONE_CODE = -1
+
+
+def _code(key) -> int:
+    if key is None:
+        return _NONE_CODE
+    cut = freezing_lib.warmup_cut(key)
+    return int(key) if cut is None else -2 - cut
+
+
+def _key_of_code(code: int):
+    if code == _NONE_CODE:
+        return None
+    return code if code >= 0 else freezing_lib.warmup_key(-2 - code)

@@ -458,15 +458,19 @@ class StepBuilder:
         if depth is None or depth == freezing_lib.MASKED:
             return None, params, None
         assert freezing is not None  # a depth: the step freezes
-        if freezing.trains_everything(depth, params):
+        # A warm-up program from group k differentiates group k's leaves
+        # (its depths mask the rest inside the program): no static mask.
+        cut = freezing_lib.warmup_cut(depth)
+        static = depth if cut is None else cut
+        if freezing.trains_everything(static, params):
             return None, params, None
-        mask = freezing.mask(params, depth)
+        mask = freezing.mask(params, static)
         trainable = mask_tree(params, mask)
         # Frozen leaves are constants: nothing differentiates them.
         frozen = jax.lax.stop_gradient(
             mask_tree(params, jax.tree.map(lambda m: not m, mask))
         )
-        return mask, trainable, frozen
+        return (mask if cut is None else None), trainable, frozen
 
     def _loss_function(self, state: TrainState, batch, rng, frozen, dp):
         """``loss_fn(trainable) -> (scaled loss, (loss, model_state,
@@ -592,11 +596,18 @@ class StepBuilder:
             loss_fn, has_aux=True
         )(trainable)
         trained = None
-        if depth == freezing_lib.MASKED:
+        if freezing_lib.warmup_cut(depth) is not None:
             # The warm-up program: every gradient is computed; the frozen
             # ones are zeroed here and the frozen leaves' params and slots
-            # restored after the update (`freezing.MASKED`).
+            # restored after the update (`freezing.MASKED`). One from group
+            # k (`freezing.warmup_key`) computes group k's alone: the
+            # others, frozen at each of its depths, get zeros.
             assert plan.freezing is not None  # a depth: the step freezes
+            if frozen is not None:
+                grads = merge_trees(
+                    grads, jax.tree.map(jnp.zeros_like, state.params)
+                )
+                trainable = state.params
             depth = plan.freezing.traced_depth(state.algorithms.freeze.position)
             trained = plan.freezing.traced_mask(state.params, depth)
             grads = jax.tree.map(

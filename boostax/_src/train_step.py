@@ -113,9 +113,11 @@ class TrainStep:
     positions run their depth's own program (`program_at`). A sequence
     that opens with a long run of one depth (progressive freezing trains
     everything first) runs that depth's own program there instead, which
-    compiles as fast as plain Optax's, and the warm-up program compiles in
-    the background for the rest of the warm-up
-    (`program_schedule.lead_positions`). The depths'
+    compiles as fast as plain Optax's, and the rest of the warm-up runs
+    programs compiled in the background meanwhile, as many as the lead
+    leaves time for: each depth's own, or warm-up programs that
+    differentiate only a suffix group (``"masked from k"``,
+    `program_schedule.warmup_segments`). The depths'
     programs compile in background threads (one core is left to training)
     in the order the sequence first needs them, started so that they are
     ready near the warm-up's end, and not during the warm-up when the
@@ -183,7 +185,9 @@ class TrainStep:
       background_compile: whether the depths' programs compile in
         background threads (else each when first needed).
       freeze_warmup_steps: with freezing, the positions that run the
-        warm-up program (``"masked"``) before each depth runs its own;
+        warm-up programs (``"masked"``; after a lead, ``"masked from k"``
+        or depths' own, `program_schedule.warmup_segments`) before each
+        depth runs its own;
         default `program_schedule.FREEZE_WARMUP_STEPS` (0: none).
       compile_seconds: ``{depth: seconds}`` spent tracing and compiling
         each executable (the key ``None`` without freezing).
@@ -698,7 +702,8 @@ class TrainStep:
           returns the state and metrics the step does (its compiled
           program, ``.compiled``, leaves out what the host puts back: the
           base key, the depth); later calls use them. The
-          warm-up program is ``executables.compiled()[freezing.MASKED]``.
+          warm-up programs are ``executables.compiled()[freezing.MASKED]``
+          (and ``[freezing.warmup_key(k)]``).
         """
         position = self._checked_position(state)
         placed = self._batch(batch)
@@ -753,11 +758,17 @@ class TrainStep:
             )
         if depth is None and self.freezing is not None:
             depth = 0
-        if depth == freezing_lib.MASKED:
+        cut = freezing_lib.warmup_cut(depth)
+        if cut is not None:
             if self.freezing is None or not self.freezing.can_mask:
                 raise ValueError(
-                    f"`depth` {freezing_lib.MASKED!r} (the warm-up program) "
+                    f"`depth` {depth!r} (a warm-up program) "
                     "needs gradient freezing with one optimizer state."
+                )
+            if cut >= len(self.freezing.groups):
+                raise ValueError(
+                    f"`depth` {depth!r}: a warm-up program from a group in "
+                    f"[0, {len(self.freezing.groups)}), got group {cut}."
                 )
             key = depth
         else:
@@ -856,4 +867,4 @@ def _is_warmup_program(key: executables_lib.Key) -> bool:
     """Whether `key` is the freezing warm-up's program (alone or with a
     sequence length)."""
     freeze_key = key[0] if isinstance(key, tuple) else key
-    return freeze_key == freezing_lib.MASKED
+    return freezing_lib.warmup_cut(freeze_key) is not None
