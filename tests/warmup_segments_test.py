@@ -156,6 +156,16 @@ class SegmentedWarmupStepTest(absltest.TestCase):
         self.assertLess(from_1, masked - 2 * 32 * 64 * 16)
         self.assertGreater(masked - from_1, 0.75 * (masked - own_1))
 
+    def test_cost_report_weighs_the_segment(self):
+        report = boostax.cost_report(self.ts, self.states[0], self.batches[0])
+        # The planned run: 101 updates, the lead's 70 and the segment's 31.
+        self.assertEqual(
+            report.shares,
+            {"warm-up from depth 1": 31 / 101, "depth 0": 70 / 101},
+        )
+        segment = report.executables["warm-up from depth 1"]
+        self.assertLess(segment.flops, report.executables["depth 0"].flops)
+
     def test_a_warmup_program_of_a_group_the_plan_lacks_is_refused(self):
         with self.assertRaisesRegex(ValueError, r"\[0, 3\).*group 7"):
             self.ts.trace(
