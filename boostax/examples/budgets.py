@@ -163,8 +163,10 @@ class BudgetRun:
       seed: the seed (initialization and data order).
       steps: steps trained.
       final_accuracy: test accuracy at the end.
-      depths: the compiled step of every step: its freeze depth, or
-        ``"masked"`` in the freezing warm-up; ``None`` without freezing.
+      depths: the compiled step of every step (`TrainStep.program_at`):
+        its freeze depth, or ``"masked"`` in the freezing warm-up; with a
+        schedule of the batch's shape (image sizes, sequence lengths), a
+        ``(depth, size)`` pair; ``None`` with one program.
       compile_wait: seconds the run waited for compilation.
       seconds: the run's time from `depth_step_costs` (set afterwards).
     """
@@ -173,16 +175,24 @@ class BudgetRun:
     seed: int
     steps: int
     final_accuracy: float
-    depths: list[int] | None
+    depths: list[Any] | None
     compile_wait: float
     seconds: float | None = None
 
 
-def _depths(arm: speedup.Arm, steps: int) -> list[int] | None:
-    train_step = arm.train_step
-    if train_step is None or train_step.freezing is None:
+def _scheduled(train_step) -> bool:
+    """Whether `train_step` runs several programs: freeze depths, or a
+    schedule of the batch's shape (sequence lengths, image sizes)."""
+    return train_step is not None and (
+        train_step.freezing is not None
+        or getattr(train_step, "seq_len_warmup", None) is not None
+    )
+
+
+def _depths(arm: speedup.Arm, steps: int) -> list[Any] | None:
+    if not _scheduled(arm.train_step):
         return None
-    return [train_step.program_at(i) for i in range(steps)]
+    return [arm.train_step.program_at(i) for i in range(steps)]
 
 
 def train_budget(
@@ -210,12 +220,14 @@ def _compiled_depths(
     train_step = arm.train_step
     if train_step is None:
         return {None: arm.step}
-    if train_step.freezing is None:
+    if not _scheduled(train_step):
         return {None: train_step.lower(state, batch).compile()}
     if programs is not None:
         # Only what the runs ran: a run inside the freezing warm-up never
         # compiles the depths' own programs, and timing them would.
         used: list[Any] = sorted(programs, key=str)
+    elif train_step.freezing is None:  # image sizes or sequence lengths
+        used = list(train_step.program_shares())
     else:
         # The programs of the planned run (the freezing warm-up's first),
         # and every depth of the sequence (a longer run reaches them all).

@@ -1,0 +1,419 @@
+# Copyright 2026 The boostax Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Does boost pay on images? Each method alone, on plain Optax, and composed.
+
+Two image workloads (`boostax.examples.speedup`): ``digits32`` (the digits
+at CIFAR's shape, bottleneck ResNet) and ``shapes`` (generated 24x24x3
+shapes in clutter, `boostax.examples.shapes`, 2,000 test images, where
+plain Optax is not saturated). On each:
+
+1. **validation split**: images carved from the training set
+   (`selection.carve_validation`); every run below trains on the rest.
+2. **selection**: every arm's settings (learning rate x the method's own
+   knob: label smoothing's alpha, the average's decay, resizing's initial
+   scale) chosen by mean validation accuracy of full-budget runs
+   (`selection.select`); the grid, every point's validation accuracies and
+   the choice go into the JSON. Composed arms take the single methods'
+   chosen knobs and choose their learning rate. The test set is read only
+   for the chosen settings.
+3. **budgets** (`boostax.examples.budgets`): every arm at several budgets
+   (schedule stretched to each) and seeds, time in plain step-time units
+   from interleaved step costs (each compiled program: freeze depth, image
+   size), test accuracy at the end.
+4. **report**: per arm and budget the test accuracy (median, min-max);
+   the speed-up to plain's full-budget accuracy with a 95% bootstrap
+   interval over seeds (`intervals.speedup_interval`, 2,000 resamples,
+   misses counted as 0 and shown), split into steps to target (accuracy
+   bought back) and step cost (cheaper steps); the binomial standard error
+   of the test accuracy at plain's level.
+
+Arms: plain Optax; plain + each method (level O0 with the method's
+BoostConfig section); MindSpore's O1; the recipe; plain + every method;
+the recipe + every method. A method whose section this boostax lacks is
+skipped with a printed note.
+
+    python benchmarks/image_methods.py                  # both workloads
+    python benchmarks/image_methods.py --quick          # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import _common
+
+import boostax
+from boostax.examples import budgets, intervals, selection, speedup
+
+#: Seeds of the selection's runs (apart from the measurement's 0, 1, ...).
+SELECTION_SEED = 1000
+
+
+class Method(NamedTuple):
+    """A method of issue 44 as a BoostConfig section.
+
+    Attributes:
+      section: its config section.
+      knob: the setting the selection chooses.
+      values: the knob's grid.
+      settings: ``settings(value, total_steps) -> the section's dict``.
+    """
+
+    section: str
+    knob: str
+    values: tuple[float, ...]
+    settings: Callable[[float, int], dict[str, Any]]
+
+
+METHODS = {
+    "label_smoothing": Method(
+        "label_smoothing",
+        "alpha",
+        (0.1, 0.2),
+        lambda v, steps: {"enabled": True, "alpha": v},
+    ),
+    "weight_averaging": Method(
+        "weight_averaging",
+        "decay",
+        (0.98, 0.99),
+        lambda v, steps: {"enabled": True, "decay": v},
+    ),
+    "progressive_resizing": Method(
+        "progressive_resizing",
+        "initial_scale",
+        (0.5, 0.75),
+        lambda v, steps: {
+            "enabled": True,
+            "initial_scale": v,
+            "total_steps": steps,
+        },
+    ),
+}
+#: Learning rates tried, as multiples of the workload's.
+LR_MULTIPLES = (0.5, 1.0, 2.0)
+
+
+def available(method: Method) -> bool:
+    """Whether this boostax has the method's config section."""
+    try:
+        boostax.boost_config("O0", {method.section: {}})
+    except ValueError:
+        return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmSpec:
+    """One arm: its level, base config and methods.
+
+    Attributes:
+      name: the row name.
+      level: ``"plain"`` (the hand-written Optax step) or a boost level.
+      base: the level's config without the methods (``None``: the level's
+        own).
+      methods: the `METHODS` keys applied.
+      own_knobs: whether the selection chooses the methods' knobs here
+        (one method alone); else they are the single-method arms' choices.
+    """
+
+    name: str
+    level: str
+    base: dict | None = None
+    methods: tuple[str, ...] = ()
+    own_knobs: bool = False
+
+    def grid(
+        self, workload: speedup.Workload, lr_multiples, knob_values=None
+    ) -> dict:
+        grid: dict[str, list] = {
+            "learning_rate": [m * workload.learning_rate for m in lr_multiples]
+        }
+        if self.own_knobs:
+            for name in self.methods:
+                values = METHODS[name].values[:knob_values]
+                grid[METHODS[name].knob] = list(values)
+        return grid
+
+    def maker(self, settings: dict, knobs: dict[str, float]) -> budgets.Maker:
+        """The arm at `settings` (its learning rate, its own knob), the
+        other methods at `knobs` (``{method: value}``)."""
+
+        def make(workload: speedup.Workload) -> speedup.Arm:
+            workload = dataclasses.replace(
+                workload, learning_rate=settings["learning_rate"]
+            )
+            if self.level == "plain":
+                return speedup.plain_arm(workload)
+            config = dict(self.base or {})
+            for name in self.methods:
+                method = METHODS[name]
+                value = settings.get(method.knob, knobs.get(name))
+                config[method.section] = method.settings(
+                    value, workload.total_steps
+                )
+            return speedup.level_arm(
+                workload, self.level, config or None, name=self.name
+            )
+
+        return budgets.Maker(self.name, make)
+
+
+def arm_specs() -> list[ArmSpec]:
+    """Plain, plain + each method, O1, the recipe, plain + every method,
+    the recipe + every method (in selection order)."""
+    every = tuple(METHODS)
+    return [
+        ArmSpec(speedup.PLAIN, "plain"),
+        *(
+            ArmSpec(f"plain + {name}", "O0", methods=(name,), own_knobs=True)
+            for name in METHODS
+        ),
+        ArmSpec("O1", "O1"),
+        ArmSpec("recipe", "O1", boostax.recipe()),
+        ArmSpec("plain + methods", "O0", methods=every),
+        ArmSpec("recipe + methods", "O1", boostax.recipe(), methods=every),
+    ]
+
+
+def runnable(specs, names=None) -> tuple[list[ArmSpec], dict[str, str]]:
+    """The arms to run (those named, if `names`), and a note per arm
+    skipped because a method of it has not landed in this boostax."""
+    missing = [n for n, m in METHODS.items() if not available(m)]
+    chosen, skipped = [], {}
+    for spec in specs:
+        if names and spec.name not in names and spec.level != "plain":
+            continue
+        lacking = [m for m in spec.methods if m in missing]
+        if lacking:
+            skipped[spec.name] = (
+                f"skipped: this boostax has no config section {lacking}"
+            )
+            print(f"NOTE: arm {spec.name!r} {skipped[spec.name]}", flush=True)
+            continue
+        chosen.append(spec)
+    return chosen, skipped
+
+
+def choose(
+    specs: list[ArmSpec],
+    validation: speedup.Workload,
+    args: argparse.Namespace,
+) -> tuple[list[budgets.Maker], dict[str, Any]]:
+    """Runs the selection of every arm on `validation` (full budget); the
+    chosen arms' makers and the record."""
+    record: dict[str, Any] = {}
+    knobs: dict[str, float] = {}  # the single methods' choices
+    makers = []
+    seeds = [SELECTION_SEED + i for i in range(args.selection_seeds)]
+    for spec in specs:
+        inherited = {
+            name: knobs.get(name, METHODS[name].values[0])
+            for name in spec.methods
+            if not spec.own_knobs
+        }
+        print(
+            f"selecting {spec.name} on {len(validation.digits.x_test)} "
+            f"validation images"
+            + (f" (methods' knobs {inherited})" if inherited else ""),
+            flush=True,
+        )
+        start = time.perf_counter()
+
+        def score(settings, seed, spec=spec, inherited=inherited):
+            arm = spec.maker(settings, inherited).make(validation)
+            run = budgets.train_budget(arm, validation, budgets.FULL, seed)
+            return run.final_accuracy
+
+        chosen = selection.select(
+            spec.grid(validation, args.lr_multiples, args.knob_values),
+            score,
+            seeds,
+            progress=lambda line: print(line, flush=True),
+        )
+        if spec.own_knobs:
+            (name,) = spec.methods
+            knobs[name] = chosen.chosen[METHODS[name].knob]
+        record[spec.name] = {
+            **dataclasses.asdict(chosen),
+            "methods_knobs": inherited,
+            "seconds": time.perf_counter() - start,
+        }
+        print(
+            f"  chose {chosen.chosen} (validation accuracy "
+            f"{chosen.chosen_validation_accuracy:.4f})",
+            flush=True,
+        )
+        makers.append(spec.maker(chosen.chosen, inherited))
+    return makers, record
+
+
+def measure_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Selection, then the budgets protocol on one workload."""
+    workload = speedup.IMAGE_WORKLOADS[name](quick=args.quick)
+    workload = dataclasses.replace(
+        workload, epochs=workload.plateau_epochs, schedule="cosine"
+    )
+    count = max(
+        1, round(args.validation_fraction * len(workload.digits.x_train))
+    )
+    splits = selection.carve_validation(workload.digits, count)
+    train = dataclasses.replace(workload, digits=splits.train)
+    validation = dataclasses.replace(workload, digits=splits.validation)
+    print(
+        f"\n== {name}: {workload.description}; {len(splits.train.x_train)} "
+        f"training, {count} validation (carved), "
+        f"{len(splits.train.x_test)} test images; full budget "
+        f"{workload.epochs} epochs ({train.total_steps} steps)",
+        flush=True,
+    )
+    specs, skipped = runnable(arm_specs(), args.arms)
+    makers, chosen = choose(specs, validation, args)
+    runs, summary = budgets.measure(
+        makers,
+        train,
+        budgets=args.budget_fractions,
+        seeds=args.seeds,
+        full_budget_seeds=args.seeds,
+        repetitions=args.repetitions,
+        steps=args.steps,
+        progress=lambda line: print(line, flush=True),
+    )
+    parts = intervals.decompose(
+        runs,
+        summary["plain_seconds_per_step"],
+        resamples=args.resamples,
+    )
+    target = summary["target_accuracy"]
+    tests = len(splits.train.x_test)
+    noise = {
+        "test_examples": tests,
+        "plain_accuracy": target,
+        "binomial_standard_error": intervals.binomial_standard_error(
+            target, tests
+        ),
+    }
+    print(budgets.format_time_to_target(summary))
+    print()
+    print(intervals.format_decomposition(parts))
+    print(
+        f"test accuracy at plain's level {target:.4f}: binomial standard "
+        f"error {noise['binomial_standard_error']:.4f} on {tests} images"
+    )
+    plot = os.path.splitext(args.out)[0] + f"_{name}.png"
+    budgets.plot(
+        summary,
+        plot,
+        f"{name}: test accuracy vs time, settings chosen on validation\n"
+        f"(medians and min-max over {args.seeds} seeds)",
+        span=args.plot_span,
+    )
+    print(f"wrote {plot}")
+    return {
+        "description": workload.description,
+        "full_budget_epochs": workload.epochs,
+        "fractions": list(args.budget_fractions),
+        "splits": {
+            "train": len(splits.train.x_train),
+            "validation": count,
+            "test": tests,
+            "validation_index": splits.validation_index.tolist(),
+        },
+        "selection": chosen,
+        "skipped": skipped,
+        "summary": summary,
+        "decomposition": parts,
+        "test_noise": noise,
+        "plot": os.path.relpath(plot, os.path.dirname(__file__)),
+        "runs": {
+            arm: [dataclasses.asdict(r) for r in arm_runs]
+            for arm, arm_runs in runs.items()
+        },
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _common.argument_parser(
+        __doc__, "image_methods.json", seeds=5, repetitions=10, steps=5
+    )
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=sorted(speedup.IMAGE_WORKLOADS),
+        default=["shapes", "digits32"],
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=None,
+        help="train only these arms (row names) beside plain Optax",
+    )
+    parser.add_argument(
+        "--budget-fractions",
+        type=float,
+        nargs="+",
+        default=[0.25, 0.5, 1.0, 1.5],
+    )
+    parser.add_argument(
+        "--lr-multiples",
+        type=float,
+        nargs="+",
+        default=list(LR_MULTIPLES),
+        help="learning rates tried, as multiples of the workload's",
+    )
+    parser.add_argument(
+        "--selection-seeds",
+        type=int,
+        default=1,
+        help="seeds per grid point of the selection (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--knob-values",
+        type=int,
+        default=None,
+        help="try only the first N values of each method's knob",
+    )
+    parser.add_argument("--validation-fraction", type=float, default=0.2)
+    parser.add_argument("--resamples", type=int, default=2000)
+    parser.add_argument("--plot-span", type=float, default=0.1)
+    return parser
+
+
+def main(argv=None) -> dict:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _common.parse(
+        _parser(),
+        argv,
+        seeds=2,
+        repetitions=2,
+        steps=2,
+        budget_fractions=[1.0],
+        lr_multiples=[1.0],
+        knob_values=1,
+        resamples=200,
+    )
+    budgets.check_budgets(args.budget_fractions)
+    if args.quick and args.workloads == _parser().get_default("workloads"):
+        args.workloads = ["shapes"]
+    start = time.perf_counter()
+    workloads = {name: measure_workload(name, args) for name in args.workloads}
+    _common.write_result(
+        args.out,
+        {
+            "benchmark": "image_methods",
+            "quick": args.quick,
+            "wall_seconds": time.perf_counter() - start,
+            "load_average_end": list(os.getloadavg()),
+            "workloads": workloads,
+        },
+    )
+    return workloads
+
+
+if __name__ == "__main__":
+    main()
