@@ -93,6 +93,7 @@ class DefaultsTest(parameterized.TestCase):
                 "shard_optimizer_state": False,
                 "shard_params": None,
                 "engine": "shard_map",
+                "logical_axis_rules": None,
             },
         )
         # fn_flag None: MindSpore's True where the FN head can work (a

@@ -256,5 +256,124 @@ class JitEngineTest(parameterized.TestCase):
             )
 
 
+RULES = (("batch", "data"), ("mlp", "model"), ("heads", "model"))
+
+
+class AnnotatedBlock(nn.Module):
+    """An attention and MLP block over token features, its kernels
+    annotated with logical axes as MaxText-style models are: heads and the
+    MLP's hidden units on the model axis."""
+
+    @nn.compact
+    def __call__(self, x):
+        dense = nn.with_logical_partitioning(
+            nn.initializers.lecun_normal(), ("embed", "mlp")
+        )
+        back = nn.with_logical_partitioning(
+            nn.initializers.lecun_normal(), ("mlp", "embed")
+        )
+        x = nn.Dense(16)(x)
+        attention = nn.MultiHeadDotProductAttention(
+            num_heads=4,
+            # A key bias has no gradient but rounding, which Adam would
+            # turn into whole steps, another on each device count.
+            use_bias=False,
+            kernel_init=nn.with_logical_partitioning(
+                nn.initializers.lecun_normal(), ("embed", "heads", None)
+            ),
+            out_kernel_init=nn.with_logical_partitioning(
+                nn.initializers.lecun_normal(), ("heads", None, "embed")
+            ),
+        )
+        x = x + attention(x)
+        h = nn.relu(nn.Dense(32, kernel_init=dense)(x))
+        x = x + nn.Dense(16, kernel_init=back)(h)
+        return nn.Dense(CLASSES)(x.mean(axis=1))
+
+
+def token_batches(n):
+    rng = np.random.default_rng(1)
+    return [
+        (
+            rng.normal(size=(BATCH, 5, 3)).astype(np.float32),
+            rng.integers(0, CLASSES, size=BATCH).astype(np.int32),
+        )
+        for _ in range(n)
+    ]
+
+
+class AnnotatedTest(absltest.TestCase):
+    """A 2 x 4 (data x model) mesh: the params placed by their logical
+    annotations, the batch split over 'data' only."""
+
+    def build(self, mesh, config):
+        return boostax.auto_boost(
+            "O0",
+            config,
+            optimizer=optax.adamw(1e-2),
+            model=AnnotatedBlock(),
+            loss=loss,
+            mesh=mesh,
+        )
+
+    def train(self, ts, variables, steps=10):
+        state = ts.init(variables)
+        for batch in token_batches(steps):
+            state, metrics = ts(state, batch)
+        return state, float(metrics["loss"])
+
+    def test_tensor_parallel_trains_as_one_device(self):
+        boxed = AnnotatedBlock().init(jax.random.key(0), jnp.zeros((1, 5, 3)))
+        mesh2d = jax.make_mesh((2, 4), ("data", "model"))
+        for sharded in (False, True):
+            config = {
+                "data_parallel": {
+                    "engine": "jit",
+                    "logical_axis_rules": RULES,
+                    "shard_optimizer_state": sharded,
+                    "shard_params": sharded or None,
+                }
+            }
+            state, last = self.train(self.build(mesh2d, config), boxed)
+            one, last1 = self.train(
+                self.build(None, None), nn.meta.unbox(boxed)
+            )
+            self.assertAlmostEqual(last, last1, delta=1e-5)
+            _utils.assert_trees_all_close(
+                state.params, one.params, rtol=1e-5, atol=1e-5
+            )
+            # The MLP's hidden units on the model axis (4 ways), and with
+            # FSDP its other axis over 'data' (2 ways) too.
+            kernel = state.params["Dense_1"]["kernel"]
+            self.assertEqual(
+                kernel.addressable_shards[0].data.shape,
+                (8, 8) if sharded else (16, 8),
+            )
+            mu = state.opt_state[0].mu["Dense_1"]["kernel"]
+            self.assertEqual(
+                mu.addressable_shards[0].data.shape,
+                (8, 8) if sharded else (16, 8),
+            )
+
+    def test_unannotated_engine_refuses_rules_without_batch(self):
+        with self.assertRaisesRegex(ValueError, "'batch'"):
+            boostax.DataParallel(
+                jax.make_mesh((2, 4), ("data", "model")),
+                engine="jit",
+                logical_axis_rules=(("mlp", "model"),),
+            )
+        with self.assertRaisesRegex(ValueError, "engine='jit'"):
+            boostax.DataParallel(
+                jax.make_mesh((2, 4), ("data", "model")),
+                logical_axis_rules=RULES,
+            )
+        with self.assertRaisesRegex(ValueError, "not axes of the mesh"):
+            boostax.DataParallel(
+                jax.make_mesh((2, 4), ("data", "model")),
+                engine="jit",
+                logical_axis_rules=(("batch", "dp"),),
+            )
+
+
 if __name__ == "__main__":
     absltest.main()

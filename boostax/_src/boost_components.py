@@ -551,6 +551,7 @@ def data_parallel_from_config(
         shard_optimizer_state=shard_optimizer_state,
         shard_params=shard_params,
         engine=config.data_parallel.engine,
+        logical_axis_rules=config.data_parallel.logical_axis_rules,
     )
     adasum_on = config.is_enabled("adasum")
     if not adasum_on:

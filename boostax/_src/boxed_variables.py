@@ -7,7 +7,9 @@ Flax models shard their params by annotation: Linen's
 variables (``nn.Partitioned`` / ``nn.LogicallyPartitioned`` around each
 array, naming a mesh axis, or a logical axis that rules map to one, per
 dimension), NNX's ``nnx.with_partitioning`` a Variable's ``out_sharding``
-metadata. boostax's step does not shard params by annotation: it
+metadata. Placed by annotation only by the ``"jit"`` engine
+(`annotated_specs`, Linen); otherwise the step does not shard params by
+annotation: it
 replicates them (every device holds every param whole; a data-parallel
 step may split the stored params over its own mesh with
 ``shard_params=True``). So a variable whose annotation shards it over a
@@ -102,9 +104,12 @@ def _name(path) -> str:
 
 
 _WAY_OUT = (
-    "boostax does not shard params by annotation (yet): its step "
-    "replicates them, every device holding every param whole, which would "
-    "drop the annotation. To train them replicated anyway, {unbox}. To "
+    "This step does not shard params by annotation: it replicates them, "
+    "every device holding every param whole, which would drop the "
+    "annotation. To place them as annotated (Linen), build the step with "
+    "the config's {{'data_parallel': {{'engine': 'jit', "
+    "'logical_axis_rules': rules}}}} (the one-device step jitted over the "
+    "global batch, XLA partitioning it). To train them replicated, {unbox}. To "
     "hold 1/D of the stored params and optimizer state on each of D "
     "devices instead, do so and build the step data-parallel with "
     "`boostax.auto_boost(..., mesh=mesh, shard_optimizer_state=True, "
@@ -208,3 +213,34 @@ def check_nnx(params: Any) -> None:
             "(`nnx.with_partitioning`) and outside any mesh context "
             "(`jax.set_mesh`, which places its arrays on the mesh's devices)",
         )
+
+
+def annotated_specs(variables: Any, rules) -> tuple[Any, dict]:
+    """Linen `variables` unboxed, and their params' annotations as mesh
+    ``PartitionSpec`` s: ``{param path names: spec}``.
+
+    For a step that places the params as their annotations say
+    (``DataParallel(engine="jit", logical_axis_rules=...)``): an
+    ``nn.LogicallyPartitioned`` box's names go through `rules` (its own
+    rules first, as Flax maps them), an ``nn.Partitioned`` one's are mesh
+    axes already. Params without a box are absent from the dict.
+    """
+    leaves = jax.tree_util.tree_leaves_with_path(variables, is_leaf=_is_box)
+    specs = {}
+    for path, box in leaves:
+        names = path_names(path)
+        if not isinstance(box, nn.Partitioned) or names[:1] != ("params",):
+            continue
+        if isinstance(box, nn.LogicallyPartitioned):
+            spec = nn.logical_to_mesh_axes(
+                box.names, tuple(box.rules or ()) + tuple(rules or ())
+            )
+        else:
+            spec = jax.sharding.PartitionSpec(*box.names)
+        specs[names[1:]] = spec
+    opened = jax.tree.map(
+        lambda x: x.value if isinstance(x, nn.Partitioned) else x,
+        variables,
+        is_leaf=_is_box,
+    )
+    return meta.unbox(opened), specs

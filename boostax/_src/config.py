@@ -328,6 +328,8 @@ class DataParallelSection(_Section):
     collectives written out) or ``"jit"`` (the one-device step jitted over
     the global batch, XLA inserting the collectives; any Optax optimizer
     sharded, FSDP with ``shard_params``): `DataParallel`'s ``engine``.
+    ``logical_axis_rules``: with ``"jit"``, Flax's logical axis rules, by
+    which annotated params are placed (`DataParallel`'s).
     """
 
     NAME: ClassVar[str] = "data_parallel"
@@ -335,12 +337,26 @@ class DataParallelSection(_Section):
     shard_params: bool | None = _key(None, "optional_bool")
     # A str: checked below.
     engine: str = "shard_map"
+    # (logical name, mesh axes) pairs: checked by DataParallel.
+    logical_axis_rules: tuple | None = None
 
     def __post_init__(self):
         super().__post_init__()
         validation.check_one_of(
             "data_parallel.engine", self.engine, data_parallel_lib.ENGINES
         )
+        rules = self.logical_axis_rules
+        if rules is not None and not isinstance(rules, str):
+            # JSON's lists as tuples (a frozen, hashable config); their
+            # contents are checked by DataParallel with the mesh.
+            object.__setattr__(
+                self,
+                "logical_axis_rules",
+                tuple(
+                    tuple(r) if isinstance(r, list | tuple) else r
+                    for r in rules
+                ),
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,7 +53,7 @@ from jax.sharding import PartitionSpec as P
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import adasum as adasum_lib
 from boostax._src import dim_reduce as dim_reduce_lib
-from boostax._src import optimizer_sharding, validation
+from boostax._src import optimizer_sharding, partitioning, validation
 from boostax._src.tree_utils import contains_state
 
 REDUCTIONS = ("mean", "adasum", "adasum_gradients")
@@ -159,6 +159,15 @@ class DataParallel:
         `shard_params` stores the params split the same way (FSDP: XLA
         gathers each where the forward reads it; ``None`` is ``False``).
         Reduction ``"mean"`` only.
+      logical_axis_rules: with ``engine="jit"``, Flax's logical axis rules
+        (``(logical name, mesh axis or axes or None)`` pairs, as
+        ``nn.logical_axis_rules`` takes): Linen variables annotated with
+        ``nn.with_logical_partitioning`` are placed as their names map to
+        mesh axes (``nn.with_partitioning`` names mesh axes directly: no
+        rules needed), so a model axis shards the params as the model says
+        (tensor parallelism), and the batch is split over the axes the
+        ``"batch"`` rule names (required), replicated over the others.
+        ``None``: no rules; the batch split over every mesh axis.
 
     Example:
       >>> import jax, optax, boostax
@@ -175,6 +184,7 @@ class DataParallel:
     shard_optimizer_state: bool = False
     shard_params: bool | None = None
     engine: str = "shard_map"
+    logical_axis_rules: Any = None
 
     def __post_init__(self):
         validation.check_instance(
@@ -209,6 +219,14 @@ class DataParallel:
                 )
         adasum_lib.check_eps(self.eps)
         validation.check_one_of("engine", self.engine, ENGINES)
+        if self.logical_axis_rules is not None:
+            object.__setattr__(
+                self,
+                "logical_axis_rules",
+                partitioning.check_rules(
+                    self.logical_axis_rules, self.mesh, self.engine
+                ),
+            )
         if self.engine == "jit" and self.reduction != "mean":
             raise NotImplementedError(
                 "engine='jit' is built for reduction 'mean': AdaSum combines "
@@ -277,6 +295,19 @@ class DataParallel:
             self.mesh.axis_names,
             axis_types=(AxisType.Auto,) * len(self.mesh.axis_names),
         )
+
+    @property
+    def batch_axes(self) -> tuple[str, ...]:
+        """The mesh axes the batch is split over: those of the
+        ``"batch"`` logical axis rule, else every axis."""
+        if self.logical_axis_rules is None:
+            return self.axes
+        return partitioning.rule_axes(dict(self.logical_axis_rules)["batch"])
+
+    @property
+    def batch_devices(self) -> int:
+        """How many ways the batch is split (`batch_axes`' devices)."""
+        return math.prod(self.mesh.shape[a] for a in self.batch_axes)
 
     @property
     def explicit(self) -> bool:
@@ -600,6 +631,8 @@ class DataParallel:
         )
 
     def _opt_state_specs(self, opt_state, sharded=None):
+        if not self.explicit and sharded is not None:
+            return sharded  # "jit": by the rule, or like annotated params
         if self.per_device_optimizer_state:
             return P(self.axes)
         if self.shard_optimizer_state:
@@ -636,7 +669,7 @@ class DataParallel:
         )
 
     def batch_spec(self) -> P:
-        return P(self.axes)
+        return P(self.batch_axes)
 
     def place_state(self, state, opt_state_specs=None, param_specs=None):
         """Puts a host-side `TrainState` on the mesh.
@@ -712,10 +745,10 @@ class DataParallel:
                 return x
             x = np.asarray(x)
             global_rows = x.shape[0] * jax.process_count() if x.ndim else 0
-            if x.ndim == 0 or global_rows % self.num_devices:
+            if x.ndim == 0 or global_rows % self.batch_devices:
                 raise ValueError(
                     "Data-parallel batches are split along their leading "
-                    f"dimension over {self.num_devices} devices; got a leaf "
+                    f"dimension over {self.batch_devices} devices; got a leaf "
                     f"of shape {x.shape} ({global_rows} rows in all)."
                 )
             return jax.make_array_from_process_local_data(sharding, x)
@@ -770,28 +803,11 @@ class DataParallel:
 
         return run
 
-    def global_specs(self, tree):
-        """The ``"jit"`` engine's sharding rule: each leaf of `tree` split
-        over every mesh axis along its largest axis whose size the device
-        count divides (the first of equal ones), replicated where none does
-        (scalars, counts, odd shapes). The same rule for the params and the
-        optimizer state they shape, so an update meets its param split
-        alike."""
-        devices = self.num_devices
-
-        def spec(x):
-            shape = jnp.shape(x)
-            fits = [
-                (size, -axis)
-                for axis, size in enumerate(shape)
-                if size >= devices and size % devices == 0
-            ]
-            if not fits:
-                return P()
-            axis = -max(fits)[1]
-            return P(*([None] * axis), self.axes)
-
-        return jax.tree.map(spec, tree)
+    def global_specs(self, tree, base=None):
+        """`partitioning.global_specs` over this plan's batch axes."""
+        return partitioning.global_specs(
+            tree, self.batch_axes, self.batch_devices, base
+        )
 
     def constrain_state(self, state, opt_state_specs=None, param_specs=None):
         """`state` (in the ``"jit"`` engine's step) kept as `place_state`

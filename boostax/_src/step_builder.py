@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -38,21 +38,24 @@ import optax
 
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import adasum as adasum_lib
-from boostax._src import data_parallel as data_parallel_lib
-from boostax._src import dim_reduce as dim_reduce_lib
-from boostax._src import freezing as freezing_lib
-from boostax._src import loss_scale as loss_scale_lib
-from boostax._src import objectives as objectives_lib
 from boostax._src import (
+    boxed_variables,
     optimizer_sharding,
     param_reads,
+    partitioning,
     step_checks,
     step_context,
+    step_metrics,
     train_state,
     tree_utils,
     validation,
     weighted_loss,
 )
+from boostax._src import data_parallel as data_parallel_lib
+from boostax._src import dim_reduce as dim_reduce_lib
+from boostax._src import freezing as freezing_lib
+from boostax._src import loss_scale as loss_scale_lib
+from boostax._src import objectives as objectives_lib
 from boostax._src import precision as precision_lib
 from boostax._src.masked_update import keep_frozen, mask_tree, merge_trees
 from boostax._src.train_state import AlgorithmStates, TrainState
@@ -178,6 +181,9 @@ class StepBuilder:
         self.loss_scale = loss_scale
         self.freezing = freezing
         self.data_parallel = data_parallel
+        # {param path: mesh PartitionSpec} of annotated params
+        # (`read_annotations`), or None.
+        self._annotations: dict | None = None
         self.skip_nonfinite = skip_nonfinite
         self.trace_count = 0
         self._count_lock = threading.Lock()  # background threads trace too
@@ -226,18 +232,16 @@ class StepBuilder:
         plan = StepPlan(optimizer, freezing)
         dp = self.data_parallel
         sharded = dp is not None and dp.shard_optimizer_state
-        if freezing is None and not sharded:
+        annotated = self._annotations is not None
+        if freezing is None and not sharded and not annotated:
             return plan
         # The optimizer state's shapes, read by the checks and the sharding
         # decisions below (the replacements leave its optimizer as it is).
         state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
         if freezing is not None:
             step_checks.check_freezing_accumulation(freezing, optimizer, state)
-        if dp is not None and sharded and not dp.explicit:
-            # XLA partitions the optimizer: any one shards by the rule.
-            plan = plan._replace(opt_state_specs=dp.global_specs(state))
-            if self._shards_params(plan, state):
-                plan = plan._replace(param_specs=dp.global_specs(params))
+        if dp is not None and not dp.explicit and (sharded or annotated):
+            plan = self._partitioned_specs(plan, params, state)
         elif dp is not None and sharded:
             split, specs = self._sharded_specs(plan, params, state)
             plan = plan._replace(opt_state_specs=specs, split=split)
@@ -252,6 +256,34 @@ class StepBuilder:
                     ),
                 )
         return plan
+
+    def read_annotations(self, variables):
+        """`variables` unboxed, their params' sharding annotations kept for
+        the plan, where the step places params by annotation (the
+        ``"jit"`` engine); as given otherwise (the model's split refuses
+        annotations that shard)."""
+        dp = self.data_parallel
+        if dp is None or dp.explicit or not isinstance(variables, Mapping):
+            return variables
+        variables, specs = boxed_variables.annotated_specs(
+            variables, dp.logical_axis_rules
+        )
+        if specs:
+            self._annotations = specs
+        return variables
+
+    def _partitioned_specs(self, plan: StepPlan, params, state) -> StepPlan:
+        """The ``"jit"`` engine's placement (`partitioning.state_specs`):
+        params as annotated, optimizer state like them, FSDP and ZeRO-1
+        over the batch axes. XLA partitions any optimizer."""
+        param_specs, opt_specs = partitioning.state_specs(
+            self.data_parallel,
+            params,
+            state,
+            self._annotations,
+            self._shards_params(plan, state),
+        )
+        return plan._replace(opt_state_specs=opt_specs, param_specs=param_specs)
 
     @property
     def stores_sharded_params(self) -> bool:
@@ -613,7 +645,7 @@ class StepBuilder:
             grads = jax.tree.map(
                 lambda t, g: jnp.where(t, g, jnp.zeros_like(g)), trained, grads
             )
-        _check_metric_names(metrics)
+        step_metrics.check_names(metrics)
         # With accumulation under a sharded state, each device accumulates
         # its own gradients: the optimizer reduces them once per update.
         deferred = dp is not None and dp.defers_reduction(state.opt_state)
@@ -762,7 +794,9 @@ class StepBuilder:
             )
         metrics = {
             **metrics,
-            **optimizer_metrics(own_opt_state(plan, opt_state, depth), finite),
+            **step_metrics.optimizer_metrics(
+                own_opt_state(plan, opt_state, depth), finite
+            ),
         }
         if depth is not None:
             assert plan.freezing is not None  # a depth: the step freezes
@@ -794,63 +828,6 @@ def own_opt_state(plan: StepPlan, opt_state, depth):
     if plan.freezing.group_optimizers is not None:
         return opt_state[depth]  # FreezeOpt: one state per group
     return opt_state
-
-
-# The metrics a step reports itself; a loss's own metrics may not reuse them.
-STEP_METRICS = (
-    "loss",
-    "overflow",
-    "loss_scale",
-    "frozen_groups",
-    "updated",
-    "adasum_cosine",
-    "dim_reduce_step_size",
-    "dim_reduce_trials",
-)
-
-
-def _check_metric_names(metrics) -> None:
-    clash = sorted(set(metrics) & set(STEP_METRICS))
-    if clash:
-        raise ValueError(
-            f"The loss's metrics (`has_aux=True`) use the name(s) {clash}, "
-            "which the step reports itself (one would silently replace the "
-            "other): rename them, e.g. 'train_loss'. Reserved: "
-            f"{list(STEP_METRICS)}."
-        )
-
-
-def optimizer_metrics(opt_state, finite=None) -> dict[str, jax.Array]:
-    """The statistics boostax's optimizer stages keep in their states.
-
-    Args:
-      opt_state: the optimizer state after the step.
-      finite: with loss scaling, whether the step was applied (a skipped
-        step leaves the state, and so these statistics, as they were).
-
-    Returns:
-      ``updated`` (gradient accumulation: whether this micro-step ran the
-      optimizer), ``adasum_cosine`` (`boostax.adasum`: the mean cosine
-      between the updates the last AdaSum combined), ``dim_reduce_step_size``
-      and ``dim_reduce_trials`` (DimReduce: the last update's Armijo step,
-      0 when no trial was accepted, and its line-search trials), for the
-      stages present.
-    """
-    metrics = {}
-    acc = tree_utils.find_state(
-        opt_state, accumulation_lib.GradientAccumulationState
-    )
-    if acc is not None:
-        updated = accumulation_lib.has_updated(acc)
-        metrics["updated"] = updated if finite is None else updated & finite
-    adasum = tree_utils.find_state(opt_state, adasum_lib.AdaSumState)
-    if adasum is not None:
-        metrics["adasum_cosine"] = jnp.reshape(adasum.cosine, ())
-    dim_reduce = tree_utils.find_state(opt_state, dim_reduce_lib.DimReduceState)
-    if dim_reduce is not None:
-        metrics["dim_reduce_step_size"] = dim_reduce.step_size
-        metrics["dim_reduce_trials"] = dim_reduce.trials
-    return metrics
 
 
 @contextlib.contextmanager

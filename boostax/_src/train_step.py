@@ -452,6 +452,8 @@ class TrainStep:
             were trained.
         """
         validation.check_optional_bool("trained", trained)
+        # Annotated params placed by their annotations ("jit" engine).
+        variables = self.builder.read_annotations(variables)
         convert = getattr(self.objective, "convert_variables", None)
         if convert is not None and variables is not None:
             # LessBN's conversion, told what the caller knows; the split
