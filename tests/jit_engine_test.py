@@ -223,6 +223,41 @@ class JitEngineTest(parameterized.TestCase):
             after4.params, after8.params, rtol=1e-5, atol=1e-6
         )
 
+    def test_mid_cycle_accumulation_restores_onto_another_count(self):
+        # The accumulators are the global batch's, not one per device: a
+        # checkpoint taken mid-cycle on 8 devices finishes its cycle on 4.
+        config = {
+            "boost": {"mode": "manual", "grad_accumulation": True},
+            "grad_accumulation": {"grad_accumulation_step": 2},
+            "data_parallel": {"shard_optimizer_state": True, "engine": "jit"},
+        }
+
+        def step(devices):
+            return boostax.auto_boost(
+                "O0",
+                config,
+                optimizer=optax.adam(1e-2),
+                model=DropoutCNN(),
+                loss=loss,
+                sample_inputs=jnp.zeros((1, 6, 6, 3)),
+                mesh=jax.make_mesh(
+                    (devices,), ("data",), devices=jax.devices()[:devices]
+                ),
+            )
+
+        ts8, ts4 = step(8), step(4)
+        first, second = batches(2)
+        mid8, _ = ts8(ts8.init(variables(), rng=jax.random.key(7)), first)
+        mid4 = _utils.orbax_round_trip(
+            mid8, ts4.init(variables(), rng=jax.random.key(7))
+        )
+        after8, _ = ts8(mid8, second)
+        after4, metrics4 = ts4(mid4, second)
+        self.assertTrue(bool(metrics4["updated"]))
+        _utils.assert_trees_all_close(
+            after4.params, after8.params, rtol=1e-5, atol=1e-6
+        )
+
     def test_loss_scale_and_half_precision(self):
         # O2's float16 policy, with its dynamic loss scale: the skip
         # decision is the global batch's, as on one device.
