@@ -51,6 +51,10 @@ class CollectiveBytesTest(absltest.TestCase):
                 "%e = f32[6]{0} reduce-scatter(f32[24]{0} %r), "
                 "replica_groups={{0,1,2,3}}, dimensions={0}",
                 "%f = f32[4]{0} add(f32[4]{0} %s, f32[4]{0} %t)",
+                # The SPMD partitioner's spelling: over axis 'b' of 4.
+                "%g = f32[50]{0} all-reduce(f32[50]{0} %u), channel_id=3, "
+                "replica_groups=mesh['a'=2,'b'=4] {'b'}, "
+                "use_global_device_ids=true, to_apply=%add",
             ]
         )
         sent, counts = boostax.collective_bytes(hlo)
@@ -60,12 +64,13 @@ class CollectiveBytesTest(absltest.TestCase):
             + 40  # collective-permute
             + 2 * 32 * 1 / 2  # async all-reduce of a tuple, 2 devices
             + 24 * 3  # reduce-scatter
+            + 2 * 200 * 3 / 4  # all-reduce over a mesh axis of 4
         )
         self.assertAlmostEqual(sent, expected)
         self.assertEqual(
             counts,
             {
-                "all-reduce": 2,
+                "all-reduce": 3,
                 "all-gather": 1,
                 "collective-permute": 1,
                 "reduce-scatter": 1,
@@ -86,6 +91,15 @@ class CollectiveBytesTest(absltest.TestCase):
             [[0, 4], [1, 5], [2, 6], [3, 7]],
         )
         self.assertEqual(groups("replica_groups={}, to_apply=%add"), [])
+        # XLA's SPMD partitioner: over axes of a mesh, ids in its order.
+        self.assertEqual(
+            groups("replica_groups=mesh['data'=2,'model'=4] {'data'}"),
+            [[0, 4], [1, 5], [2, 6], [3, 7]],
+        )
+        self.assertEqual(
+            groups("replica_groups=mesh['data'=2,'model'=4] {'model'}"),
+            [[0, 1, 2, 3], [4, 5, 6, 7]],
+        )
 
     def test_read_step_bytes_of_a_function_step(self):
         # The reader takes any traced step and the function its backward

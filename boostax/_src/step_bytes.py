@@ -75,12 +75,36 @@ def _ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v]
 
 
+# XLA's SPMD partitioner's spelling: the mesh's axes and sizes, and the
+# axes the collective runs over (``mesh['a'=2,'b'=4] {'b'}``).
+_MESH_GROUPS = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+
+
+def _mesh_groups(axes: str, over: str) -> list[list[int]]:
+    """The groups of a collective over the axes `over` of a mesh whose
+    axes and sizes `axes` lists, device ids in the mesh's row-major order."""
+    sizes = {
+        name.strip().strip("'"): int(size)
+        for name, size in (a.split("=") for a in axes.split(",") if a)
+    }
+    names = [a.strip().strip("'") for a in over.split(",") if a.strip()]
+    ids = np.arange(int(np.prod(list(sizes.values())))).reshape(
+        tuple(sizes.values())
+    )
+    inner = [list(sizes).index(n) for n in names]
+    outer = [i for i in range(len(sizes)) if i not in inner]
+    group = int(np.prod([ids.shape[i] for i in inner]))
+    return ids.transpose(outer + inner).reshape(-1, group).tolist()
+
+
 def replica_groups(line: str) -> list[list[int]]:
     """The device groups of one HLO collective.
 
-    Reads both spellings of ``replica_groups``: listed (``{{0,1},{2,3}}``)
-    and as an iota (``[2,2]<=[4]``, ``[2,2]<=[2,2]T(1,0)``: device ids
-    ``0..3`` reshaped, transposed, reshaped).
+    Reads the three spellings of ``replica_groups``: listed
+    (``{{0,1},{2,3}}``), as an iota (``[2,2]<=[4]``,
+    ``[2,2]<=[2,2]T(1,0)``: device ids ``0..3`` reshaped, transposed,
+    reshaped), and over axes of a mesh, as XLA's SPMD partitioner writes
+    them (``mesh['a'=2,'b'=2] {'b'}``: device ids in the mesh's order).
 
     Args:
       line: one line of HLO text (``compiled.as_text()``).
@@ -95,7 +119,12 @@ def replica_groups(line: str) -> list[list[int]]:
       [[0, 2], [1, 3]]
       >>> boostax.replica_groups("replica_groups=[2,2]<=[2,2]T(1,0)")
       [[0, 2], [1, 3]]
+      >>> boostax.replica_groups("replica_groups=mesh['a'=2,'b'=2] {'a'}")
+      [[0, 2], [1, 3]]
     """
+    m = _MESH_GROUPS.search(line)
+    if m:
+        return _mesh_groups(m.group(1), m.group(2))
     m = _IOTA.search(line)
     if m:
         ids = np.arange(np.prod(_ints(m.group(2)))).reshape(_ints(m.group(2)))
