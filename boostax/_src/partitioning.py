@@ -176,8 +176,11 @@ def state_specs(
         axes (FSDP).
 
     Returns:
-      The params' specs (``None`` where every param is replicated) and the
-      optimizer state's.
+      The params' specs (``None`` where every param is replicated), the
+      optimizer state's, and with a sharded optimizer state the
+      gradients' as the optimizer reads them (``{param path names:
+      spec}``, split like its state: XLA then reduce-scatters them, where
+      it would all-reduce and slice), else ``None``.
     """
     annotations = annotations or {}
     base = jax.tree_util.tree_map_with_path(
@@ -187,8 +190,18 @@ def state_specs(
     if shards_params:
         param_specs = data_parallel.global_specs(params, base)
     opt_specs = specs_like_params(opt_state, params, param_specs)
+    grad_specs = None
     if data_parallel.shard_optimizer_state:
         opt_specs = data_parallel.global_specs(opt_state, opt_specs)
+        split = data_parallel.global_specs(params, param_specs)
+        grad_specs = {
+            path_names(path): spec
+            for (path, _), spec in zip(
+                jax.tree_util.tree_leaves_with_path(params),
+                jax.tree.leaves(split, is_leaf=_is_spec),
+                strict=True,
+            )
+        }
     leaves = jax.tree.leaves(param_specs, is_leaf=_is_spec)
     replicated = all(spec == P() for spec in leaves)
-    return (None if replicated else param_specs), opt_specs
+    return (None if replicated else param_specs), opt_specs, grad_specs

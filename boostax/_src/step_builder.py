@@ -88,6 +88,10 @@ class StepPlan(NamedTuple):
         otherwise ``None`` (params replicated).
       param_shapes: with `param_specs`, the whole params' shapes
         (``jax.ShapeDtypeStruct``); otherwise ``None``.
+      grad_specs: with the ``"jit"`` engine's sharded optimizer state,
+        ``{param path: PartitionSpec}`` of the gradients as the optimizer
+        reads them (split like its state), so that XLA reduce-scatters
+        them instead of all-reducing and slicing; otherwise ``None``.
     """
 
     optimizer: optax.GradientTransformation
@@ -97,6 +101,7 @@ class StepPlan(NamedTuple):
     split: Any = None
     param_specs: Any = None
     param_shapes: Any = None
+    grad_specs: Any = None
 
 
 def check_skip_options(
@@ -276,14 +281,18 @@ class StepBuilder:
         """The ``"jit"`` engine's placement (`partitioning.state_specs`):
         params as annotated, optimizer state like them, FSDP and ZeRO-1
         over the batch axes. XLA partitions any optimizer."""
-        param_specs, opt_specs = partitioning.state_specs(
+        param_specs, opt_specs, grad_specs = partitioning.state_specs(
             self.data_parallel,
             params,
             state,
             self._annotations,
             self._shards_params(plan, state),
         )
-        return plan._replace(opt_state_specs=opt_specs, param_specs=param_specs)
+        return plan._replace(
+            opt_state_specs=opt_specs,
+            param_specs=param_specs,
+            grad_specs=grad_specs,
+        )
 
     @property
     def stores_sharded_params(self) -> bool:
@@ -646,6 +655,8 @@ class StepBuilder:
                 lambda t, g: jnp.where(t, g, jnp.zeros_like(g)), trained, grads
             )
         step_metrics.check_names(metrics)
+        if plan.grad_specs is not None:
+            grads = self.data_parallel.constrain_by_path(grads, plan.grad_specs)
         # With accumulation under a sharded state, each device accumulates
         # its own gradients: the optimizer reduces them once per update.
         deferred = dp is not None and dp.defers_reduction(state.opt_state)
