@@ -54,7 +54,7 @@ from boostax._src import accumulation as accumulation_lib
 from boostax._src import adasum as adasum_lib
 from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import optimizer_sharding, partitioning, validation
-from boostax._src.tree_utils import contains_state, path_names
+from boostax._src.tree_utils import contains_state
 
 REDUCTIONS = ("mean", "adasum", "adasum_gradients")
 ENGINES = ("shard_map", "jit")
@@ -807,34 +807,6 @@ class DataParallel:
         """`partitioning.global_specs` over this plan's batch axes."""
         return partitioning.global_specs(
             tree, self.batch_axes, self.batch_devices, base
-        )
-
-    def constrain_by_path(self, tree, specs: dict):
-        """`tree` (params-like, some leaves masked out) with each leaf whose
-        path names are in `specs` constrained to its spec (the ``"jit"``
-        engine, on `auto_mesh`)."""
-
-        def constrain(path, x):
-            spec = specs.get(path_names(path))
-            if spec is None or not isinstance(x, jax.Array):
-                return x
-            return lax.with_sharding_constraint(
-                x, NamedSharding(self.auto_mesh, spec)
-            )
-
-        return jax.tree_util.tree_map_with_path(constrain, tree)
-
-    def constrain_state(self, state, opt_state_specs=None, param_specs=None):
-        """`state` (in the ``"jit"`` engine's step) kept as `place_state`
-        placed it, so that its outputs keep its inputs' shardings."""
-        specs = self.state_specs(state, opt_state_specs, param_specs)
-        return jax.tree.map(
-            lambda spec, tree: lax.with_sharding_constraint(
-                tree, NamedSharding(self.auto_mesh, spec)
-            ),
-            specs,
-            state,
-            is_leaf=lambda x: isinstance(x, P),
         )
 
     @staticmethod

@@ -24,7 +24,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from boostax._src import validation
@@ -205,3 +205,33 @@ def state_specs(
     leaves = jax.tree.leaves(param_specs, is_leaf=_is_spec)
     replicated = all(spec == P() for spec in leaves)
     return (None if replicated else param_specs), opt_specs, grad_specs
+
+
+def constrain_by_path(tree, specs: dict, mesh: Mesh):
+    """`tree` (params-like, some leaves masked out) with each leaf whose
+    path names are in `specs` constrained to its spec on `mesh` (inside
+    the ``"jit"`` engine's step)."""
+
+    def constrain(path, x):
+        spec = specs.get(path_names(path))
+        if spec is None or not isinstance(x, jax.Array):
+            return x
+        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
+
+    return jax.tree_util.tree_map_with_path(constrain, tree)
+
+
+def constrain_state(data_parallel, state, opt_state_specs, param_specs):
+    """`state` (inside the ``"jit"`` engine's step) kept where
+    `DataParallel.place_state` placed it, so that the step's outputs keep
+    its inputs' shardings."""
+    specs = data_parallel.state_specs(state, opt_state_specs, param_specs)
+    mesh = data_parallel.auto_mesh
+    return jax.tree.map(
+        lambda spec, tree: jax.lax.with_sharding_constraint(
+            tree, NamedSharding(mesh, spec)
+        ),
+        specs,
+        state,
+        is_leaf=_is_spec,
+    )

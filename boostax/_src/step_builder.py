@@ -479,8 +479,11 @@ class StepBuilder:
                 # keep the inputs' shardings.
                 plan = self.plan(state.params)
                 new_state, metrics = self._step(plan, state, batch, depth, None)
-                return data_parallel.constrain_state(
-                    new_state, plan.opt_state_specs, plan.param_specs
+                return partitioning.constrain_state(
+                    data_parallel,
+                    new_state,
+                    plan.opt_state_specs,
+                    plan.param_specs,
                 ), metrics
 
             return partitioned
@@ -656,7 +659,9 @@ class StepBuilder:
             )
         step_metrics.check_names(metrics)
         if plan.grad_specs is not None:
-            grads = self.data_parallel.constrain_by_path(grads, plan.grad_specs)
+            grads = partitioning.constrain_by_path(
+                grads, plan.grad_specs, self.data_parallel.auto_mesh
+            )
         # With accumulation under a sharded state, each device accumulates
         # its own gradients: the optimizer reduces them once per update.
         deferred = dp is not None and dp.defers_reduction(state.opt_state)
