@@ -428,7 +428,20 @@ ZERO1_MODELS = ("resnet_small", "bottleneck", "transformer")
 ZERO1_OPTIMIZERS = {
     "sgd_momentum": lambda: optax.sgd(0.05, momentum=0.9),
     "adam": lambda: optax.adam(1e-3),
+    # Optimizers that read whole leaves: the "shard_map" engine refuses
+    # them sharded, the "jit" one shards them (`--jit`).
+    "clipped_adamw": lambda: optax.chain(
+        optax.clip_by_global_norm(1.0), optax.adamw(1e-3)
+    ),
+    "adafactor": lambda: optax.adafactor(1e-3),
 }
+# With --jit, the arms of the "jit" engine beside the "shard_map" ones:
+# (name, shard_optimizer_state, shard_params).
+JIT_ARMS = (
+    ("jit_replicated", False, None),
+    ("jit_sharded", True, None),
+    ("jit_fsdp", True, True),
+)
 ZERO1_DEVICES = (8, 16)
 # Steps run from the same initial state and batches by the replicated and
 # the sharded step, and the tolerance their params are held to.
@@ -470,14 +483,27 @@ def _zero1_model(name: str, batch_size: int):
 
 
 def _zero1_step(
-    optimizer, model, mesh, init, batch, shard: bool, precision=None
+    optimizer,
+    model,
+    mesh,
+    init,
+    batch,
+    shard: bool,
+    precision=None,
+    engine: str = "shard_map",
+    shard_params: bool | None = None,
 ):
     """The data-parallel step, its compiled program and initial state."""
     step = boostax.make_train_step(
         optimizer,
         model=model,
         loss=models.cross_entropy,
-        data_parallel=boostax.DataParallel(mesh, shard_optimizer_state=shard),
+        data_parallel=boostax.DataParallel(
+            mesh,
+            shard_optimizer_state=shard,
+            shard_params=shard_params,
+            engine=engine,
+        ),
         precision=precision,
     )
     state = step.init(init)
@@ -512,16 +538,28 @@ def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
     )
     start = time.perf_counter()
     arms = {}
-    for arm, shard in (("replicated", False), ("sharded", True)):
-        step, compiled, state = _zero1_step(
-            ZERO1_OPTIMIZERS[optimizer_name](),
-            model,
-            mesh,
-            init,
-            batches[0],
-            shard,
-            _zero1_policy(args.precision),
-        )
+    arm_settings = [("replicated", False, None, "shard_map")]
+    arm_settings.append(("sharded", True, None, "shard_map"))
+    if args.jit:
+        arm_settings += [(*arm, "jit") for arm in JIT_ARMS]
+    for arm, shard, shard_params, engine in arm_settings:
+        try:
+            step, compiled, state = _zero1_step(
+                ZERO1_OPTIMIZERS[optimizer_name](),
+                model,
+                mesh,
+                init,
+                batches[0],
+                shard,
+                _zero1_policy(args.precision),
+                engine,
+                shard_params,
+            )
+        except ValueError as refused:  # the shard_map engine's refusals
+            if engine != "shard_map" or not shard:
+                raise
+            arms[arm] = {"refused": str(refused)}
+            continue
         per_device = boostax.state_bytes_per_device(state)
         initial = jax.device_get(state.params)
         for batch in batches:
@@ -542,15 +580,21 @@ def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
                 )
             ),
         }
-    replicated, sharded = arms["replicated"], arms["sharded"]
-    pairs = list(
-        zip(
-            jax.tree.leaves(sharded.pop("params")),
-            jax.tree.leaves(replicated.pop("params")),
-            strict=True,
-        )
-    )
-    param_bytes = _nbytes([b for _, b in pairs])
+    replicated = arms["replicated"]
+    reference = jax.tree.leaves(replicated.pop("params"))
+    param_bytes = _nbytes(reference)
+    for other in arms.values():
+        if "params" in other:
+            leaves = jax.tree.leaves(other.pop("params"))
+            other["params_max_abs_difference"] = max(
+                float(np.max(np.abs(a - b)))
+                for a, b in zip(leaves, reference, strict=True)
+            )
+            other["params_close"] = all(
+                np.allclose(a, b, rtol=ZERO1_RTOL, atol=ZERO1_ATOL)
+                for a, b in zip(leaves, reference, strict=True)
+            )
+    sharded = arms["sharded"]
     return {
         "name": name,
         "model": description,
@@ -560,16 +604,10 @@ def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
         "global_batch": args.batch_size,
         "param_bytes": param_bytes,
         "all_reduce_minimum": 2 * param_bytes * (devices - 1) / devices,
-        "replicated": replicated,
-        "sharded": sharded,
+        **arms,
         "steps": ZERO1_STEPS,
-        "params_max_abs_difference": max(
-            float(np.max(np.abs(a - b))) for a, b in pairs
-        ),
-        "params_close": all(
-            np.allclose(a, b, rtol=ZERO1_RTOL, atol=ZERO1_ATOL)
-            for a, b in pairs
-        ),
+        "params_max_abs_difference": sharded.get("params_max_abs_difference"),
+        "params_close": sharded.get("params_close"),
         "tolerance": {"rtol": ZERO1_RTOL, "atol": ZERO1_ATOL},
         "seconds": time.perf_counter() - start,
     }
@@ -584,31 +622,37 @@ def _zero1_policy(precision: str):
 
 def print_zero1_table(rows: list[dict]) -> None:
     print(
-        "\nZeRO-1 vs the replicated step, per device: kB sent (compiled "
-        "HLO), optimizer state, memory_analysis arguments + temps; params "
-        f"after {ZERO1_STEPS} steps"
+        "\nEach arm vs the replicated step, per device: kB sent (compiled "
+        "HLO), params and optimizer state held, memory_analysis arguments "
+        f"+ temps; params after {ZERO1_STEPS} steps"
     )
     print(
-        f"  {'model':<12} {'optimizer':<12} {'P':>3} | {'params':>8} "
-        f"{'2n(P-1)/P':>9} {'repl.':>8} {'sharded':>8} | {'state':>8} "
-        f"{'sharded':>8} | {'memory':>8} {'sharded':>8} | {'max diff':>8}"
+        f"  {'model':<12} {'optimizer':<13} {'P':>3} {'arm':<15}| "
+        f"{'sent':>8} {'params':>8} {'state':>8} {'memory':>8} | "
+        f"{'max diff':>8}"
     )
     for r in rows:
-        rep, sh = r["replicated"], r["sharded"]
-        memory = [
-            arm["memory_analysis"]["argument"] + arm["memory_analysis"]["temp"]
-            for arm in (rep, sh)
-        ]
-        print(
-            f"  {r['name']:<12} {r['optimizer']:<12} {r['devices']:>3} |"
-            f"{_kb(r['param_bytes'])} {_kb(r['all_reduce_minimum']):>9}"
-            f"{_kb(rep['collectives']['total'])} "
-            f"{_kb(sh['collectives']['total'])} |"
-            f"{_kb(rep['opt_state_bytes_per_device'])} "
-            f"{_kb(sh['opt_state_bytes_per_device'])} |"
-            f"{_kb(memory[0])} {_kb(memory[1])} | "
-            f"{r['params_max_abs_difference']:8.1e}"
-        )
+        for arm in ("replicated", "sharded", *(a[0] for a in JIT_ARMS)):
+            if arm not in r:
+                continue
+            a = r[arm]
+            head = (
+                f"  {r['name']:<12} {r['optimizer']:<13} {r['devices']:>3} "
+                f"{arm:<15}|"
+            )
+            if "refused" in a:
+                print(f"{head} refused: {a['refused'][:60]}...")
+                continue
+            memory = (
+                a["memory_analysis"]["argument"] + a["memory_analysis"]["temp"]
+            )
+            diff = a.get("params_max_abs_difference", 0.0)
+            print(
+                f"{head}{_kb(a['collectives']['total'])}"
+                f"{_kb(a['state_bytes_per_device']['params'])}"
+                f"{_kb(a['opt_state_bytes_per_device'])}{_kb(memory)} | "
+                f"{diff:8.1e}"
+            )
 
 
 def main_zero1(args) -> dict:
@@ -660,6 +704,12 @@ def main(argv=None) -> dict:
         " --devices), written to results/scaling_zero1.json",
     )
     parser.add_argument(
+        "--jit",
+        action="store_true",
+        help="with --zero1: also the engine='jit' arms (replicated, ZeRO-1, "
+        "FSDP), written to results/scaling_zero1_jit.json",
+    )
+    parser.add_argument(
         "--models",
         default=None,
         help="example models (default: resnet_small,bottleneck; with "
@@ -703,6 +753,8 @@ def main(argv=None) -> dict:
     stem = "scaling_zero1" if args.zero1 else "scaling"
     if args.zero1 and args.precision != "float32":
         stem += f"_{args.precision}"
+    if args.zero1 and args.jit:
+        stem += "_jit"
     args.out = args.out or os.path.join(_common.RESULTS_DIR, f"{stem}.json")
     cpus = len(jax.devices("cpu"))
     if args.zero1:
