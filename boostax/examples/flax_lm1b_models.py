@@ -7,9 +7,12 @@ google/flax ``examples/lm1b`` at commit
 ``deterministic`` and ``decode`` fields), ``TransformerLM``, which shifts
 its inputs right itself and takes a packed batch's positions and segments,
 and the temperature sampler that decodes from the ``cache`` collection.
-The params carry no ``nn.with_logical_partitioning`` annotations (the
-pmapped ``train.py`` of `boostax.examples.flax_lm1b` replicates them
-anyway); ``temperature_sample`` indexes the sampled token as
+The params carry ``nn.with_logical_partitioning`` annotations, as the
+example's later ``models.py`` does, only with ``logical_axes=True`` (the
+pmapped ``train.py`` of `boostax.examples.flax_lm1b` replicates them):
+kernels and biases named ``embed``, ``mlp``, ``heads``, ``kv`` and
+``vocab`` (`LOGICAL_AXIS_RULES` maps them onto a ``data`` x ``model``
+mesh); ``temperature_sample`` indexes the sampled token as
 ``next_token[:, None]`` where the example writes ``next_token[None]``
 (which broadcasts a batch of more than one prompt to a square). The rest
 is the example's.
@@ -53,6 +56,27 @@ class TransformerConfig:
     kernel_init: Callable = nn.initializers.xavier_uniform()
     bias_init: Callable = nn.initializers.normal(stddev=1e-6)
     posemb_init: Callable | None = None
+    # boostax: annotate the params with logical axes (see the module).
+    logical_axes: bool = False
+
+
+# A data x model mesh (tensor parallelism): the batch over 'data', the
+# MLP's hidden units, the heads and the vocabulary over 'model'.
+LOGICAL_AXIS_RULES = (
+    ("batch", "data"),
+    ("mlp", "model"),
+    ("heads", "model"),
+    ("vocab", "model"),
+    ("embed", None),
+    ("kv", None),
+)
+
+
+def _named(config: TransformerConfig, init: Callable, names) -> Callable:
+    """`init` annotated with logical axis `names` where the config asks."""
+    if not config.logical_axes:
+        return init
+    return nn.with_logical_partitioning(init, names)
 
 
 def shift_right(x, axis=1):
@@ -160,8 +184,8 @@ class MlpBlock(nn.Module):
         x = nn.Dense(
             config.mlp_dim,
             dtype=config.dtype,
-            kernel_init=config.kernel_init,
-            bias_init=config.bias_init,
+            kernel_init=_named(config, config.kernel_init, ("embed", "mlp")),
+            bias_init=_named(config, config.bias_init, ("mlp",)),
         )(inputs)
         x = nn.relu(x)
         x = nn.Dropout(rate=config.dropout_rate)(
@@ -170,8 +194,8 @@ class MlpBlock(nn.Module):
         output = nn.Dense(
             actual_out_dim,
             dtype=config.dtype,
-            kernel_init=config.kernel_init,
-            bias_init=config.bias_init,
+            kernel_init=_named(config, config.kernel_init, ("mlp", "embed")),
+            bias_init=_named(config, config.bias_init, ("embed",)),
         )(x)
         output = nn.Dropout(rate=config.dropout_rate)(
             output, deterministic=config.deterministic
@@ -195,7 +219,12 @@ class EncoderDecoder1DBlock(nn.Module):
             num_heads=config.num_heads,
             dtype=config.dtype,
             qkv_features=config.qkv_dim,
-            kernel_init=config.kernel_init,
+            kernel_init=_named(
+                config, config.kernel_init, ("embed", "heads", "kv")
+            ),
+            out_kernel_init=_named(
+                config, config.kernel_init, ("heads", "kv", "embed")
+            ),
             bias_init=config.bias_init,
             use_bias=False,
             broadcast_dropout=False,
@@ -238,7 +267,11 @@ class Decoder(nn.Module):
             output_embed = nn.Embed(
                 num_embeddings=config.output_vocab_size,
                 features=config.emb_dim,
-                embedding_init=nn.initializers.normal(stddev=1.0),
+                embedding_init=_named(
+                    config,
+                    nn.initializers.normal(stddev=1.0),
+                    ("vocab", "embed"),
+                ),
             )
         else:
             output_embed = self.shared_embedding
@@ -277,8 +310,10 @@ class Decoder(nn.Module):
             logits = nn.Dense(
                 config.output_vocab_size,
                 dtype=config.dtype,
-                kernel_init=config.kernel_init,
-                bias_init=config.bias_init,
+                kernel_init=_named(
+                    config, config.kernel_init, ("embed", "vocab")
+                ),
+                bias_init=_named(config, config.bias_init, ("vocab",)),
                 name="logitdense",
             )(y)
         return logits
