@@ -112,6 +112,37 @@ class Lm1bTensorParallelTest(absltest.TestCase):
             whole = boostax.state_bytes_per_device(one[0])["params"]
             self.assertLess(params, whole / (6 if fsdp else 2.5))
 
+    def test_sequence_length_warmup(self):
+        # The text recipe's warm-up cuts the batch before the step: the
+        # 2 x 4 mesh trains on the cut rows as one device does.
+        warmup = {
+            "seq_len_warmup": {
+                "enabled": True,
+                "total_steps": 4,
+                "duration": 0.5,
+                "min_seq_length": 8,
+                "step_size": 8,
+            }
+        }
+        boxed = models.TransformerLM(CONFIG).init(
+            {"params": jax.random.key(0), "dropout": jax.random.key(1)},
+            jnp.ones((1, LENGTH), jnp.int32),
+        )
+        one = train(build(None, warmup), nn.meta.unbox(boxed), steps=4)
+        config = {
+            **warmup,
+            "data_parallel": {
+                "engine": "jit",
+                "logical_axis_rules": models.LOGICAL_AXIS_RULES,
+            },
+        }
+        mesh = jax.make_mesh((2, 4), ("data", "model"))
+        state, losses = train(build(mesh, config), boxed, steps=4)
+        np.testing.assert_allclose(losses, one[1], rtol=2e-5)
+        _utils.assert_trees_all_close(
+            state.params, one[0].params, rtol=1e-4, atol=2e-4
+        )
+
 
 if __name__ == "__main__":
     absltest.main()
