@@ -16,6 +16,7 @@ import numpy as np
 import optax
 from absl.testing import absltest, parameterized
 from flax import linen as nn
+from jax.sharding import PartitionSpec as P
 
 import boostax
 from tests import _utils
@@ -389,6 +390,42 @@ class AnnotatedTest(absltest.TestCase):
                 mu.addressable_shards[0].data.shape,
                 (8, 8) if sharded else (16, 8),
             )
+
+    def test_params_placed_by_the_user_stay_placed(self):
+        # A model initialised by jax.jit with out_shardings (MaxText's
+        # way), no annotations: the step keeps each param's split.
+        mesh2d = jax.make_mesh((2, 4), ("data", "model"))
+        model = AnnotatedBlock()
+        shapes = jax.eval_shape(
+            model.init, jax.random.key(0), jnp.zeros((1, 5, 3))
+        )
+        unboxed = nn.meta.unbox(shapes)
+
+        def split(path, x):
+            names = [getattr(k, "key", None) for k in path]
+            wide = "Dense_1" in names and names[-1] == "kernel"
+            spec = P(None, "model") if wide else P()
+            return jax.sharding.NamedSharding(mesh2d, spec)
+
+        shardings = jax.tree_util.tree_map_with_path(split, unboxed)
+        placed = jax.jit(
+            lambda key, x: nn.meta.unbox(model.init(key, x)),
+            out_shardings=shardings,
+        )(jax.random.key(0), jnp.zeros((1, 5, 3)))
+        config = {
+            "data_parallel": {
+                "engine": "jit",
+                "logical_axis_rules": (("batch", "data"),),
+            }
+        }
+        state, last = self.train(self.build(mesh2d, config), placed)
+        kernel = state.params["Dense_1"]["kernel"]
+        self.assertEqual(kernel.addressable_shards[0].data.shape, (16, 8))
+        one, last1 = self.train(self.build(None, None), jax.device_get(placed))
+        self.assertAlmostEqual(last, last1, delta=1e-5)
+        _utils.assert_trees_all_close(
+            state.params, one.params, rtol=1e-5, atol=1e-5
+        )
 
     def test_unannotated_engine_refuses_rules_without_batch(self):
         with self.assertRaisesRegex(ValueError, "'batch'"):

@@ -235,3 +235,24 @@ def constrain_state(data_parallel, state, opt_state_specs, param_specs):
         state,
         is_leaf=_is_spec,
     )
+
+
+def placed_specs(params, mesh: Mesh) -> dict:
+    """``{param path names: spec}`` of the params already placed on
+    `mesh`'s devices by a ``NamedSharding`` that splits them (a model
+    initialised under ``jax.jit`` with ``out_shardings``), so that the
+    ``"jit"`` engine keeps them where they are; replicated and host
+    params are absent."""
+    devices = set(mesh.devices.flat)
+    specs = {}
+    for path, x in jax.tree_util.tree_leaves_with_path(params):
+        sharding = getattr(x, "sharding", None)
+        if not isinstance(sharding, NamedSharding):
+            continue
+        if sharding.is_fully_replicated or set(sharding.device_set) != devices:
+            continue
+        unknown = set(spec_axes(sharding.spec)) - set(mesh.axis_names)
+        if unknown:
+            continue  # another mesh's axis names: nothing to keep
+        specs[path_names(path)] = sharding.spec
+    return specs

@@ -263,16 +263,19 @@ class StepBuilder:
         return plan
 
     def read_annotations(self, variables):
-        """`variables` unboxed, their params' sharding annotations kept for
-        the plan, where the step places params by annotation (the
-        ``"jit"`` engine); as given otherwise (the model's split refuses
-        annotations that shard)."""
+        """`variables` unboxed, where the step places params as they say
+        (the ``"jit"`` engine): their annotations, and the shardings of
+        params placed on the step's mesh already (``jax.jit`` with
+        ``out_shardings``), kept for the plan; as given otherwise (the
+        model's split refuses annotations that shard)."""
         dp = self.data_parallel
         if dp is None or dp.explicit or not isinstance(variables, Mapping):
             return variables
         variables, specs = boxed_variables.annotated_specs(
             variables, dp.logical_axis_rules
         )
+        placed = partitioning.placed_specs(variables.get("params"), dp.mesh)
+        specs = {**placed, **specs}
         if specs:
             self._annotations = specs
         return variables
