@@ -16,6 +16,7 @@ import numpy as np
 import optax
 from absl.testing import absltest, parameterized
 from flax import linen as nn
+from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 import boostax
@@ -426,6 +427,56 @@ class AnnotatedTest(absltest.TestCase):
         _utils.assert_trees_all_close(
             state.params, one.params, rtol=1e-5, atol=1e-5
         )
+
+    def test_nnx_variables_sharded_at_creation_stay_sharded(self):
+        # NNX shards an annotated Variable when it creates it (under a
+        # mesh): the step keeps the split, where "shard_map" refuses it.
+        class Block(nnx.Module):
+            def __init__(self, rngs):
+                split = nnx.with_partitioning(
+                    nnx.initializers.lecun_normal(), (None, "model")
+                )
+                self.hidden = nnx.Linear(3, 32, kernel_init=split, rngs=rngs)
+                self.head = nnx.Linear(32, CLASSES, rngs=rngs)
+
+            def __call__(self, x):
+                return self.head(nnx.relu(self.hidden(x)).mean(axis=1))
+
+        mesh2d = jax.make_mesh((2, 4), ("data", "model"))
+        with jax.set_mesh(mesh2d):
+            model = Block(nnx.Rngs(0))
+        one_device = jax.make_mesh(
+            (1, 1), ("data", "model"), devices=jax.devices()[:1]
+        )
+        with jax.set_mesh(one_device):
+            single = Block(nnx.Rngs(0))
+        config = {
+            "data_parallel": {
+                "engine": "jit",
+                "logical_axis_rules": (("batch", "data"),),
+            }
+        }
+
+        def build(model, mesh, config):
+            return boostax.auto_boost(
+                "O0",
+                config,
+                optimizer=optax.adamw(1e-2),
+                model=model,
+                loss=loss,
+                mesh=mesh,
+            )
+
+        state, last = self.train(build(model, mesh2d, config), None)
+        kernel = state.params["hidden"]["kernel"]
+        self.assertEqual(kernel.addressable_shards[0].data.shape, (3, 8))
+        one, last1 = self.train(build(single, None, None), None)
+        self.assertAlmostEqual(last, last1, delta=1e-5)
+        _utils.assert_trees_all_close(
+            state.params, one.params, rtol=1e-5, atol=1e-5
+        )
+        with self.assertRaisesRegex(ValueError, "engine"):
+            build(model, mesh2d, None).init(None)
 
     def test_unannotated_engine_refuses_rules_without_batch(self):
         with self.assertRaisesRegex(ValueError, "'batch'"):

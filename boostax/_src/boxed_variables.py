@@ -8,8 +8,9 @@ variables (``nn.Partitioned`` / ``nn.LogicallyPartitioned`` around each
 array, naming a mesh axis, or a logical axis that rules map to one, per
 dimension), NNX's ``nnx.with_partitioning`` a Variable's ``out_sharding``
 metadata. Placed by annotation only by the ``"jit"`` engine
-(`annotated_specs`, Linen); otherwise the step does not shard params by
-annotation: it
+(`annotated_specs` for Linen's boxes; NNX's Variables, sharded when
+created, stay where they are: `placed_by_the_step`); otherwise the step
+does not shard params by annotation: it
 replicates them (every device holds every param whole; a data-parallel
 step may split the stored params over its own mesh with
 ``shard_params=True``). So a variable whose annotation shards it over a
@@ -24,6 +25,8 @@ sharding whenever there is more than one device.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections.abc import Iterable
 from typing import Any
 
@@ -106,10 +109,11 @@ def _name(path) -> str:
 _WAY_OUT = (
     "This step does not shard params by annotation: it replicates them, "
     "every device holding every param whole, which would drop the "
-    "annotation. To place them as annotated (Linen), build the step with "
-    "the config's {{'data_parallel': {{'engine': 'jit', "
-    "'logical_axis_rules': rules}}}} (the one-device step jitted over the "
-    "global batch, XLA partitioning it). To train them replicated, {unbox}. To "
+    "annotation. To place them as annotated, build the step with the "
+    "config's {{'data_parallel': {{'engine': 'jit', 'logical_axis_rules': "
+    "rules}}}} (the one-device step jitted over the global batch, XLA "
+    "partitioning it; NNX Variables stay as they were sharded when "
+    "created). To train them replicated, {unbox}. To "
     "hold 1/D of the stored params and optimizer state on each of D "
     "devices instead, do so and build the step data-parallel with "
     "`boostax.auto_boost(..., mesh=mesh, shard_optimizer_state=True, "
@@ -179,14 +183,34 @@ def unbox_linen(variables: Any) -> Any:
     return jax.tree.map(opened, variables, is_leaf=_is_box)
 
 
+# Set while a step that places params where they are (the "jit" engine)
+# splits its model: annotations that shard are then kept, not refused.
+_PLACED = contextvars.ContextVar("boostax_params_placed", default=False)
+
+
+@contextlib.contextmanager
+def placed_by_the_step(placed: bool = True):
+    """While `placed`, `check_nnx` lets sharding annotations through: the
+    step places each param as its array is split
+    (`partitioning.placed_specs`)."""
+    token = _PLACED.set(placed)
+    try:
+        yield
+    finally:
+        _PLACED.reset(token)
+
+
 def check_nnx(params: Any) -> None:
     """Refuses NNX `params` (a state of ``nnx.Param`` Variables) whose
-    ``out_sharding`` annotation shards them (see the module).
+    ``out_sharding`` annotation shards them (see the module), unless the
+    step places them where they are (`placed_by_the_step`).
 
     Raises:
       ValueError: naming the Variable, its annotation, the axis and the
         ways out.
     """
+    if _PLACED.get():
+        return
     leaves = jax.tree_util.tree_leaves_with_path(
         params, is_leaf=lambda x: isinstance(x, nnx.Variable)
     )

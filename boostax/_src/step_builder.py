@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import adasum as adasum_lib
@@ -269,13 +270,25 @@ class StepBuilder:
         ``out_shardings``), kept for the plan; as given otherwise (the
         model's split refuses annotations that shard)."""
         dp = self.data_parallel
-        if dp is None or dp.explicit or not isinstance(variables, Mapping):
+        if dp is None or dp.explicit:
             return variables
-        variables, specs = boxed_variables.annotated_specs(
-            variables, dp.logical_axis_rules
-        )
-        placed = partitioning.placed_specs(variables.get("params"), dp.mesh)
-        specs = {**placed, **specs}
+        module = getattr(self.objective, "module", None)
+        if isinstance(
+            variables if variables is not None else module, nnx.Module
+        ):
+            # NNX shards annotated Variables when it creates them.
+            params = nnx.state(
+                module if variables is None else variables, nnx.Param
+            )
+            specs = partitioning.placed_specs(params, dp.mesh)
+        elif isinstance(variables, Mapping):
+            variables, specs = boxed_variables.annotated_specs(
+                variables, dp.logical_axis_rules
+            )
+            placed = partitioning.placed_specs(variables.get("params"), dp.mesh)
+            specs = {**placed, **specs}
+        else:
+            return variables
         if specs:
             self._annotations = specs
         return variables
@@ -403,7 +416,8 @@ class StepBuilder:
 
     def init_state(self, variables: Any, rng: jax.Array | None) -> TrainState:
         """The `TrainState` at step 0 (on the mesh, with data parallelism)."""
-        params, model_state = self.objective.split(variables)
+        with boxed_variables.placed_by_the_step(self._annotations is not None):
+            params, model_state = self.objective.split(variables)
         params = precision_lib.master_params(params)
         plan = self.plan(params, model_state, record=True)
         state = TrainState(
