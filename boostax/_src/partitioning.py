@@ -20,14 +20,16 @@ step decides is only where each leaf of the state lives:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from boostax._src import validation
+from boostax._src import boxed_variables, validation
 from boostax._src.tree_utils import path_names
 
 
@@ -256,3 +258,29 @@ def placed_specs(params, mesh: Mesh) -> dict:
             continue  # another mesh's axis names: nothing to keep
         specs[path_names(path)] = sharding.spec
     return specs
+
+
+def read_placements(data_parallel, objective, variables) -> tuple[Any, dict]:
+    """`variables` unboxed, and ``{param path names: spec}`` of where the
+    ``"jit"`` engine places each param as the variables say: Linen's
+    annotations (`boxed_variables.annotated_specs`, through the plan's
+    logical axis rules), and the split of params placed on the step's mesh
+    already (`placed_specs`: a ``jax.jit`` init with ``out_shardings``,
+    NNX Variables sharded when created; `variables` ``None``: the NNX
+    objective's module). Without that engine: `variables` as given, no
+    specs (the model's split refuses annotations that shard)."""
+    if data_parallel is None or data_parallel.explicit:
+        return variables, {}
+    module = getattr(objective, "module", None)
+    if isinstance(module if variables is None else variables, nnx.Module):
+        params = nnx.state(
+            module if variables is None else variables, nnx.Param
+        )
+        return variables, placed_specs(params, data_parallel.mesh)
+    if not isinstance(variables, Mapping):
+        return variables, {}
+    variables, specs = boxed_variables.annotated_specs(
+        variables, data_parallel.logical_axis_rules
+    )
+    placed = placed_specs(variables.get("params"), data_parallel.mesh)
+    return variables, {**placed, **specs}

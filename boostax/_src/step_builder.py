@@ -28,14 +28,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import nnx
 
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import adasum as adasum_lib
@@ -264,31 +263,12 @@ class StepBuilder:
         return plan
 
     def read_annotations(self, variables):
-        """`variables` unboxed, where the step places params as they say
-        (the ``"jit"`` engine): their annotations, and the shardings of
-        params placed on the step's mesh already (``jax.jit`` with
-        ``out_shardings``), kept for the plan; as given otherwise (the
-        model's split refuses annotations that shard)."""
-        dp = self.data_parallel
-        if dp is None or dp.explicit:
-            return variables
-        module = getattr(self.objective, "module", None)
-        if isinstance(
-            variables if variables is not None else module, nnx.Module
-        ):
-            # NNX shards annotated Variables when it creates them.
-            params = nnx.state(
-                module if variables is None else variables, nnx.Param
-            )
-            specs = partitioning.placed_specs(params, dp.mesh)
-        elif isinstance(variables, Mapping):
-            variables, specs = boxed_variables.annotated_specs(
-                variables, dp.logical_axis_rules
-            )
-            placed = partitioning.placed_specs(variables.get("params"), dp.mesh)
-            specs = {**placed, **specs}
-        else:
-            return variables
+        """`variables` unboxed, where the ``"jit"`` engine places params as
+        they say, their placement kept for the plan
+        (`partitioning.read_placements`); as given otherwise."""
+        variables, specs = partitioning.read_placements(
+            self.data_parallel, self.objective, variables
+        )
         if specs:
             self._annotations = specs
         return variables
