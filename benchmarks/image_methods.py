@@ -380,7 +380,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--validation-fraction", type=float, default=0.2)
     parser.add_argument("--resamples", type=int, default=2000)
-    parser.add_argument("--plot-span", type=float, default=0.1)
+    parser.add_argument("--plot-span", type=float, default=0.25)
     return parser
 
 
