@@ -27,7 +27,8 @@ SRC = os.path.join(PACKAGE, "_src")
 # the one concept it holds.
 CONCEPTS = {
     "accumulation": "gradient accumulation: the inner optimizer every k steps",
-    "adasum": "AdaSum's rule, its reductions and its Optax transform",
+    "adasum": "AdaSum's Optax transforms: updates or gradients AdaSum'd",
+    "adasum_collective": "AdaSum's rule and its shard_map collectives",
     "auto_boost": "auto_boost: a config level turned into one TrainStep",
     "batches": "a model batch: its (inputs, targets), checked on the host",
     "boxed_variables": "sharding-annotated variables: refused or unboxed",
@@ -111,6 +112,7 @@ MAX_LINES = 900
 TRANSFORMS = (
     "accumulation",
     "adasum",
+    "adasum_collective",
     "centralization",
     "dim_reduce",
     "freeze_groups",
