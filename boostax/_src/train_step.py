@@ -744,7 +744,8 @@ class TrainStep:
         self, state: TrainState, batch, depth: int | None = None
     ) -> jax.stages.Traced:
         """Traces the step (of freeze `depth`; default the first;
-        ``"masked"``: the warm-up program; with a sequence-length warm-up,
+        ``"masked"``: the warm-up program, ``"masked from k"``: the one of
+        group k (`freezing.warmup_key`); with a sequence-length warm-up,
         a ``(depth, length)`` program, or a depth at the full length) for
         `state` and `batch` (arrays, or their shapes:
         ``jax.ShapeDtypeStruct``): ``.jaxpr``, ``.lower()``."""
