@@ -164,8 +164,9 @@ def state_specs(
     opt_state,
     annotations: dict | None,
     shards_params: bool,
-) -> tuple[Any, Any]:
-    """``(param specs or None, optimizer-state specs)`` of the ``"jit"``
+) -> tuple[Any, Any, dict | None]:
+    """``(param specs or None, optimizer-state specs, gradient specs or
+    None)`` of the ``"jit"``
     engine's placement (the module docstring).
 
     Args:

@@ -656,6 +656,7 @@ class StepBuilder:
             )
         step_metrics.check_names(metrics)
         if plan.grad_specs is not None:
+            assert self.data_parallel is not None  # the "jit" engine's
             grads = partitioning.constrain_by_path(
                 grads, plan.grad_specs, self.data_parallel.auto_mesh
             )
