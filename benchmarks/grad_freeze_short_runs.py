@@ -47,8 +47,6 @@ import jax
 import numpy as np
 
 import boostax
-from boostax._src import freezing as freezing_lib
-from boostax._src import program_schedule
 from boostax.examples import budgets, speedup
 
 EPOCHS = (6, 12, 24)
@@ -67,18 +65,38 @@ def _loop(arm, workload, seed=0):
     return state, time.perf_counter() - start, arm.compile_wait - wait
 
 
+# `TrainStep.program_at`'s key of the warm-up program (every gradient
+# computed, the frozen ones zeroed), and the prefix of one from group k.
+WARMUP_PROGRAM = "masked"
+_FROM_GROUP = "masked from "
+
+
+def _program_name(key) -> str:
+    """A program's name as `boostax.cost_report` prints it."""
+    if key == WARMUP_PROGRAM:
+        return "warm-up"
+    if isinstance(key, str) and key.startswith(_FROM_GROUP):
+        return f"warm-up from depth {key[len(_FROM_GROUP) :]}"
+    return f"depth {key}"
+
+
 def _schedules(train_step, steps: int) -> dict[str, list]:
     """The program of each of `steps` steps: today's, with one warm-up
     program after the lead (before the segments), and without warm-up."""
     freezing = train_step.freezing
     warmup = train_step.freeze_warmup_steps
-    lead = program_schedule.lead_positions(freezing, warmup)
+    today = [train_step.program_at(p) for p in range(steps)]
+    # The lead: the opening positions that run their depth's own program
+    # (an int key; the warm-up programs' keys are strings).
+    lead = next(
+        (p for p, key in enumerate(today) if not isinstance(key, int)),
+        steps,
+    )
     own = [freezing.canonical_depth(freezing.depth(p)) for p in range(steps)]
     one = [
-        own[p] if p < lead or p >= warmup else freezing_lib.MASKED
+        own[p] if p < lead or p >= warmup else WARMUP_PROGRAM
         for p in range(steps)
     ]
-    today = [train_step.program_at(p) for p in range(steps)]
     return {"segments": today, "one warm-up program": one, "own programs": own}
 
 
@@ -100,7 +118,7 @@ def measure(epochs: int, quick: bool, repetitions: int, steps: int):
         programs={"plain optax": {None}, "recipe": programs},
     )
     by_program = costs["recipe"]
-    names = program_schedule.program_names(by_program)
+    names = {key: _program_name(key) for key in by_program}
     return {
         "epochs": epochs,
         "steps": run_steps,
