@@ -5,6 +5,8 @@
 # MindSpore's object API (AutoBoost, the cells, ...) has a namespace of its
 # own, so that its names never clash with the functional API's.
 from boostax import mindspore as mindspore
+from boostax._src.accelerators import ACCELERATORS as ACCELERATORS
+from boostax._src.accelerators import Accelerator as Accelerator
 from boostax._src.accumulation import (
     GradientAccumulationState as GradientAccumulationState,
 )
@@ -57,17 +59,14 @@ from boostax._src.config import (
     WeightAveragingSection as WeightAveragingSection,
 )
 from boostax._src.config import boost_config as boost_config
-from boostax._src.cost import ACCELERATORS as ACCELERATORS
-from boostax._src.cost import Accelerator as Accelerator
 from boostax._src.cost import CostReport as CostReport
-from boostax._src.cost import ExecutableCost as ExecutableCost
 from boostax._src.cost import cost_report as cost_report
-from boostax._src.cost import executable_cost as executable_cost
-from boostax._src.cost import state_bytes_per_device as state_bytes_per_device
 from boostax._src.data_parallel import DataParallel as DataParallel
 from boostax._src.data_parallel import node_mesh as node_mesh
 from boostax._src.dim_reduce import DimReduceState as DimReduceState
 from boostax._src.dim_reduce import dim_reduce as dim_reduce
+from boostax._src.executable_cost import ExecutableCost as ExecutableCost
+from boostax._src.executable_cost import executable_cost as executable_cost
 from boostax._src.executables import Executables as Executables
 from boostax._src.fan_in import CentralizationReport as CentralizationReport
 from boostax._src.fan_in import CentralizedLeaf as CentralizedLeaf
@@ -153,6 +152,9 @@ from boostax._src.snapshots import Trajectory as Trajectory
 from boostax._src.snapshots import flatten_params as flatten_params
 from boostax._src.snapshots import load_trajectory as load_trajectory
 from boostax._src.snapshots import save_snapshot as save_snapshot
+from boostax._src.state_bytes import (
+    state_bytes_per_device as state_bytes_per_device,
+)
 from boostax._src.step_builder import StepBuilder as StepBuilder
 from boostax._src.step_builder import StepPlan as StepPlan
 from boostax._src.step_bytes import SavedActivations as SavedActivations

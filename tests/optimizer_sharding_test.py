@@ -478,11 +478,14 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
                     mesh, shard_optimizer_state=True
                 ),
             )
-            with self.subTest(n), self.assertWarnsRegex(
-                UserWarning,
-                rf"^shard_optimizer_state=True shards nothing over the {n} "
-                rf"devices .* no parameter leaf has an axis whose size {n} "
-                r"divides, .* or shard_optimizer_state=False\.$",
+            with (
+                self.subTest(n),
+                self.assertWarnsRegex(
+                    UserWarning,
+                    rf"^shard_optimizer_state=True shards nothing over the {n} "
+                    rf"devices .* no parameter leaf has an axis whose size {n} "
+                    r"divides, .* or shard_optimizer_state=False\.$",
+                ),
             ):
                 ts.init(_params())
             split = ts.builder.current_plan.split

@@ -106,9 +106,7 @@ def batch(i):
 
 
 def variables(seed):
-    return TinyResNet().init(
-        jax.random.PRNGKey(seed), batch(0)[0], train=False
-    )
+    return TinyResNet().init(jax.random.PRNGKey(seed), batch(0)[0], train=False)
 
 
 def loss(logits, labels):
@@ -319,9 +317,7 @@ class RestorePathsTest(absltest.TestCase):
     def test_a_state_of_another_level_is_refused_by_the_step(self):
         for given_level, step_level in (("O0", "O1"), ("O1", "O0")):
             with self.assertRaisesRegex(ValueError, r"`state\.params`"):
-                self.steps[step_level](
-                    self.states[given_level][2], batch(2)
-                )
+                self.steps[step_level](self.states[given_level][2], batch(2))
 
     def test_a_mixed_state_is_refused_by_the_step(self):
         # Orbax's own transformation mode, asked for: it restores what
@@ -487,9 +483,7 @@ class RestorePathsTest(absltest.TestCase):
         # Flax's msgpack serialisation ends in the same check.
         state = self.states["O1"][1]
         template = self.steps["O1"].init(variables(1))
-        back = serialization.from_bytes(
-            template, serialization.to_bytes(state)
-        )
+        back = serialization.from_bytes(template, serialization.to_bytes(state))
         _utils.assert_trees_equal(back, state)
         o0 = self.steps["O0"].init(variables(0))
         with self.assertRaises(ValueError):

@@ -22,13 +22,11 @@ the CPU's cost analysis is what is read here.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import time
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
-import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -36,290 +34,21 @@ from boostax._src import config as config_lib
 from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import executables as executables_lib
 from boostax._src import freezing as freezing_lib
-from boostax._src import hlo_kernels, program_schedule, step_factory, validation
+from boostax._src import program_schedule, step_factory, validation
 from boostax._src import step_bytes as step_bytes_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src import train_step_bytes as train_step_bytes_lib
-
-
-class _AcceleratorFields(NamedTuple):
-    name: str
-    peak_flops: float
-    peak_bytes_per_second: float
-    source: str
-
-
-class Accelerator(_AcceleratorFields):
-    """Peak rates of an accelerator, for roofline projections.
-
-    A NamedTuple; the rates are checked (finite numbers > 0) when it is
-    built.
-
-    Attributes:
-      name: the accelerator.
-      peak_flops: dense FLOP/s at the precision float32 training uses by
-        default there (TF32 tensor cores on NVIDIA GPUs since Ampere).
-      peak_bytes_per_second: memory bandwidth.
-      source: where the figures come from.
-    """
-
-    __slots__ = ()
-
-    def __new__(
-        cls,
-        name: str,
-        peak_flops: float,
-        peak_bytes_per_second: float,
-        source: str,
-    ):
-        validation.check_str("name", name)
-        peak_flops, peak_bytes_per_second = [
-            validation.check_number(field, value, minimum=0, open_minimum=True)
-            for field, value in (
-                ("peak_flops", peak_flops),
-                ("peak_bytes_per_second", peak_bytes_per_second),
-            )
-        ]
-        validation.check_str("source", source, allow_empty=True)
-        return super().__new__(
-            cls, name, peak_flops, peak_bytes_per_second, source
-        )
-
-    def seconds(self, flops: float, bytes_accessed: float) -> float:
-        """The roofline time of a step: its slower of compute and memory."""
-        return max(
-            flops / self.peak_flops,
-            bytes_accessed / self.peak_bytes_per_second,
-        )
-
-
-#: The accelerators :func:`cost_report` can project a step time on, by name:
-#: their peak dense FLOP/s and memory bandwidth, from the vendors' datasheets.
-ACCELERATORS: Mapping[str, Accelerator] = {
-    a.name: a
-    for a in (
-        Accelerator(
-            "NVIDIA H200",
-            494.7e12,
-            4.8e12,
-            "NVIDIA H200 Tensor Core GPU datasheet (SXM): TF32 989 TFLOP/s "
-            "with sparsity, half that dense; HBM3e 4.8 TB/s",
-        ),
-        Accelerator(
-            "NVIDIA A100",
-            156e12,
-            2.039e12,
-            "NVIDIA A100 Tensor Core GPU datasheet (80 GB SXM): TF32 156 "
-            "TFLOP/s dense; HBM2e 2,039 GB/s",
-        ),
-        Accelerator(
-            "TPU v5e",
-            197e12,
-            819e9,
-            "Google Cloud TPU v5e documentation: 197 TFLOP/s bf16 (float32 "
-            "matmuls run as bf16 passes by default); HBM 819 GB/s",
-        ),
-    )
-}
-DEFAULT_ACCELERATOR = "NVIDIA H200"
-
-
-# --------------------------------------------------------------------------
-# One executable.
-# --------------------------------------------------------------------------
-
-
-class _ExecutableCostFields(NamedTuple):
-    flops: float
-    bytes_accessed: float
-    temp_bytes: int
-    argument_bytes: int
-    output_bytes: int
-    collective_bytes: float
-    collectives: dict[str, int]
-    kernels: int
-    kernel_kinds: dict[str, int]
-
-
-def _check_real(name: str, value: Any) -> float:
-    """A real number (XLA's figures, taken as XLA reports them)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, numbers.Real
-    ):
-        raise TypeError(f"`{name}` must be a number, {validation.got(value)}.")
-    return float(value)
-
-
-class ExecutableCost(_ExecutableCostFields):
-    """What XLA says one compiled executable costs, per device.
-
-    A NamedTuple; its fields' types are checked when it is built.
-
-    Attributes:
-      flops: floating-point operations (``cost_analysis()``).
-      bytes_accessed: bytes read and written by its operations.
-      temp_bytes: temporary buffers (``memory_analysis()``).
-      argument_bytes: its inputs.
-      output_bytes: its outputs.
-      collective_bytes: bytes sent per device by its collectives.
-      collectives: ``{collective: count}``.
-      kernels: the kernels one run launches, read from the optimized HLO
-        (`kernel_counts`): fusions, custom calls and unfused operations.
-      kernel_kinds: ``{opcode: count}`` of those kernels.
-    """
-
-    __slots__ = ()
-
-    def __new__(
-        cls,
-        flops: float,
-        bytes_accessed: float,
-        temp_bytes: int,
-        argument_bytes: int,
-        output_bytes: int,
-        collective_bytes: float,
-        collectives: dict[str, int],
-        kernels: int,
-        kernel_kinds: dict[str, int],
-    ):
-        flops = _check_real("flops", flops)
-        bytes_accessed = _check_real("bytes_accessed", bytes_accessed)
-        temp_bytes, argument_bytes, output_bytes = [
-            validation.check_int(name, value)
-            for name, value in (
-                ("temp_bytes", temp_bytes),
-                ("argument_bytes", argument_bytes),
-                ("output_bytes", output_bytes),
-            )
-        ]
-        collective_bytes = _check_real("collective_bytes", collective_bytes)
-        validation.check_instance(
-            "collectives", collectives, Mapping, "a dict {collective: count}"
-        )
-        for count in collectives.values():
-            validation.check_int("collectives", count, minimum=0)
-        kernels = validation.check_int("kernels", kernels, minimum=0)
-        validation.check_instance(
-            "kernel_kinds", kernel_kinds, Mapping, "a dict {opcode: count}"
-        )
-        for count in kernel_kinds.values():
-            validation.check_int("kernel_kinds", count, minimum=0)
-        return super().__new__(
-            cls,
-            flops,
-            bytes_accessed,
-            temp_bytes,
-            argument_bytes,
-            output_bytes,
-            collective_bytes,
-            collectives,
-            kernels,
-            kernel_kinds,
-        )
-
-
-def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
-    """Reads the cost of ``jax.jit(f).lower(...).compile()`` (or of a
-    `TrainStep.compile_all` program, an `executables.Program`).
-
-    Example:
-      >>> import jax, jax.numpy as jnp, boostax
-      >>> compiled = jax.jit(lambda a, b: a @ b).lower(
-      ...     jnp.ones((8, 16)), jnp.ones((16, 4))).compile()
-      >>> boostax.executable_cost(compiled).flops
-      1024.0
-    """
-    if isinstance(compiled, executables_lib.Program):
-        compiled = compiled.compiled
-    validation.check_instance(
-        "compiled",
-        compiled,
-        jax.stages.Compiled,
-        "a jax.stages.Compiled (jax.jit(f).lower(...).compile())",
-    )
-    analysis = compiled.cost_analysis() or {}
-    if isinstance(analysis, list):  # older JAX: one dict per computation
-        analysis = analysis[0] if analysis else {}
-    memory = compiled.memory_analysis()
-    hlo = compiled.as_text() or ""  # None: no text (kernel_counts refuses)
-    sent, counts = step_bytes_lib.collective_bytes(hlo)
-    kinds = hlo_kernels.kernel_counts(hlo)
-
-    def read(name):
-        return int(getattr(memory, name, 0) or 0)
-
-    return ExecutableCost(
-        flops=float(analysis.get("flops", 0.0)),
-        bytes_accessed=float(analysis.get("bytes accessed", 0.0)),
-        temp_bytes=read("temp_size_in_bytes"),
-        argument_bytes=read("argument_size_in_bytes"),
-        output_bytes=read("output_size_in_bytes"),
-        collective_bytes=sent,
-        collectives=counts,
-        kernels=sum(kinds.values()),
-        kernel_kinds=kinds,
-    )
-
+from boostax._src.accelerators import (
+    ACCELERATORS,
+    DEFAULT_ACCELERATOR,
+    Accelerator,
+)
+from boostax._src.executable_cost import ExecutableCost, executable_cost
+from boostax._src.state_bytes import state_bytes_per_device
 
 # --------------------------------------------------------------------------
 # A whole boosted step against the plain one.
 # --------------------------------------------------------------------------
-
-
-def _bytes_per_device(leaf) -> int:
-    """Bytes of one device's share of `leaf` (an array, or its shapes): its
-    shard under a `jax.sharding` sharding, else the whole leaf."""
-    shape = tuple(np.shape(leaf))
-    sharding = getattr(leaf, "sharding", None)
-    if sharding is not None:
-        shape = tuple(sharding.shard_shape(shape))
-    # A typed PRNG key's dtype knows the bytes of its key data.
-    return int(np.prod(shape, dtype=np.int64)) * leaf.dtype.itemsize
-
-
-def _check_train_state(state) -> None:
-    """Refuses what is not a train state (``None``, a variables dict), which
-    failed with an ``AttributeError`` on ``.params``. Read by its fields: a
-    flax.training TrainState counts as well (its ``tx`` is static)."""
-    if all(hasattr(state, a) for a in ("params", "opt_state", "replace")):
-        return
-    hint = ""
-    if isinstance(state, Mapping) and "params" in state:
-        hint = " These look like the model's variables: pass them to `init`."
-    raise TypeError(
-        "`state` must be a boostax.TrainState: the one a step's `init` "
-        "returns (`ts.init(variables)`) or its shapes "
-        f"(`jax.eval_shape(ts.init, variables)`), {validation.got(state)}."
-        f"{hint}"
-    )
-
-
-def state_bytes_per_device(state) -> dict[str, int]:
-    """The bytes of a `TrainState` that each device holds, by part.
-
-    A replicated leaf counts whole on every device; a sharded one
-    (`DataParallel(shard_optimizer_state=True)`, or AdaSum's per-device
-    optimizer states) counts its shard.
-
-    Args:
-      state: a `TrainState`, of arrays or of ``jax.ShapeDtypeStruct``.
-
-    Returns:
-      ``{"params", "opt_state", "other" (model state, key, counters and
-      the algorithms' states), "total"}``, in bytes.
-    """
-
-    _check_train_state(state)
-
-    def part(tree) -> int:
-        return sum(_bytes_per_device(x) for x in jax.tree.leaves(tree))
-
-    parts = {
-        "params": part(state.params),
-        "opt_state": part(state.opt_state),
-        "other": part(state.replace(params=None, opt_state=None)),
-    }
-    return {**parts, "total": sum(parts.values())}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,8 +40,9 @@ value of the traced update, which axis of it is the split one
 (`split_walk`: through elementwise ops, broadcasts, reshapes,
 transposes, reductions and contractions over other axes, nested
 jaxprs): a partial reduction, contraction, scan or sort over it moves
-that leaf to its next axis; a reduction of a whole leaf (global-norm clipping, LARS/LAMB trust ratios,
-a line search's inner products) or a primitive it cannot follow is
+that leaf to its next axis; a reduction of a whole leaf (global-norm
+clipping, LARS/LAMB trust ratios, a line search's inner products) or a
+primitive it cannot follow is
 refused, as is an update that computes otherwise on a slice than on the
 whole leaf (a rule that reads the leaf's shape).
 """
@@ -57,6 +58,7 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from boostax._src import jaxpr_walk, split_walk, user_warnings
+
 
 def _is_masked(x) -> bool:
     return isinstance(x, optax.MaskedNode)
@@ -492,9 +494,9 @@ def _computed_otherwise(update: _Update, plan) -> list[str]:
     axes, treedef = jax.tree.flatten(plan, is_leaf=_is_none)
     names = []
     for i in (i for i, axis in enumerate(axes) if axis is not None):
-        alone = treedef.unflatten([None] * i + axes[i : i + 1] + [None] * (
-            len(axes) - i - 1
-        ))
+        alone = treedef.unflatten(
+            [None] * i + axes[i : i + 1] + [None] * (len(axes) - i - 1)
+        )
         slices = abstract_slices(update.params, update.num_shards, alone)
         sliced = update.trace(slices, update.local_state(alone))
         if _primitives(sliced.jaxpr) != _primitives(update.whole.jaxpr):
