@@ -45,7 +45,7 @@ def _context_meshes() -> list[Any]:
     return [] if abstract.empty else [abstract]
 
 
-def _mesh_axes(spec: Iterable[Any]) -> list[str]:
+def mesh_axes(spec: Iterable[Any]) -> list[str]:
     """The mesh axis names of a partition spec's entries (an entry: None,
     a name, a tuple of names, or ``UNCONSTRAINED``)."""
     axes: list[str] = []
@@ -99,7 +99,7 @@ def _box_sharding(box) -> str | None:
         spec = box.names
     meshes = [m for m in (box.mesh,) if m is not None]
     meshes += _value_mesh(box.value) + _context_meshes()
-    return _sharding(_mesh_axes(spec or ()), meshes)
+    return _sharding(mesh_axes(spec or ()), meshes)
 
 
 def _name(path) -> str:
@@ -225,7 +225,7 @@ def check_nnx(params: Any) -> None:
         own = variable.get_metadata().get("mesh")
         meshes = [own] if own is not None else []
         meshes += _value_mesh(variable.get_value()) + _context_meshes()
-        why = _sharding(_mesh_axes(spec), meshes)
+        why = _sharding(mesh_axes(spec), meshes)
         if why is not None:
             annotation = f"an nnx.Param with out_sharding={tuple(names)!r}"
             found.append((_name(path), annotation, why))

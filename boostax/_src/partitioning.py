@@ -37,17 +37,6 @@ def _is_spec(x) -> bool:
     return isinstance(x, P)
 
 
-def spec_axes(spec: P) -> list[str]:
-    """The mesh axes a ``PartitionSpec`` names."""
-    axes: list[str] = []
-    for entry in spec:
-        if isinstance(entry, str):
-            axes.append(entry)
-        elif isinstance(entry, tuple):
-            axes.extend(entry)
-    return axes
-
-
 def rule_axes(target) -> tuple[str, ...]:
     """A logical rule's mesh axes: a name, a tuple of names, or None."""
     if target is None:
@@ -114,7 +103,7 @@ def global_specs(
     batch = set(batch_axes)
 
     def spec(x, given):
-        if batch & set(spec_axes(given)):
+        if batch & set(boxed_variables.mesh_axes(given)):
             return given
         shape = jnp.shape(x)
         entries = list(given) + [None] * (len(shape) - len(given))
@@ -254,7 +243,9 @@ def placed_specs(params, mesh: Mesh) -> dict:
             continue
         if sharding.is_fully_replicated or set(sharding.device_set) != devices:
             continue
-        unknown = set(spec_axes(sharding.spec)) - set(mesh.axis_names)
+        unknown = set(boxed_variables.mesh_axes(sharding.spec)) - set(
+            mesh.axis_names
+        )
         if unknown:
             continue  # another mesh's axis names: nothing to keep
         specs[path_names(path)] = sharding.spec
