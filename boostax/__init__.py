@@ -156,7 +156,6 @@ from boostax._src.state_bytes import (
     state_bytes_per_device as state_bytes_per_device,
 )
 from boostax._src.step_builder import StepBuilder as StepBuilder
-from boostax._src.step_builder import StepPlan as StepPlan
 from boostax._src.step_bytes import SavedActivations as SavedActivations
 from boostax._src.step_bytes import StepBytes as StepBytes
 from boostax._src.step_bytes import collective_bytes as collective_bytes
@@ -164,6 +163,7 @@ from boostax._src.step_bytes import compute_dtypes as compute_dtypes
 from boostax._src.step_bytes import replica_groups as replica_groups
 from boostax._src.step_bytes import saved_activations as saved_activations
 from boostax._src.step_factory import make_train_step as make_train_step
+from boostax._src.step_plan import StepPlan as StepPlan
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates

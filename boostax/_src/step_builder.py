@@ -19,8 +19,8 @@ it jits nothing and keeps no training state (`boostax.TrainStep` compiles
 and runs its functions).
 
 What depends on the parameters (the data-parallel optimizer, the freezing
-plan, the loss scale's groups) is a `StepPlan`, built once for the
-parameters of the first state and checked against every later one.
+plan, the loss scale's groups) is a `StepPlan` (`step_plan.py`), built once
+for the parameters of the first state and checked against every later one.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -37,71 +37,30 @@ import numpy as np
 import optax
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import adasum as adasum_lib
 from boostax._src import (
     boxed_variables,
-    optimizer_sharding,
     param_reads,
     partitioning,
     step_checks,
     step_context,
     step_metrics,
+    step_plan,
     train_state,
     tree_utils,
     validation,
     weighted_loss,
 )
 from boostax._src import data_parallel as data_parallel_lib
-from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import freezing as freezing_lib
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
 from boostax._src import precision as precision_lib
 from boostax._src.masked_update import keep_frozen, mask_tree, merge_trees
+from boostax._src.step_plan import StepPlan
 from boostax._src.train_state import AlgorithmStates, TrainState
 
 PyTree = Any
 StepFunction = Callable[[TrainState, Any], tuple[TrainState, dict]]
-
-
-class StepPlan(NamedTuple):
-    """What a step builds once it has seen the parameters.
-
-    Attributes:
-      optimizer: the optimizer the step runs (with the data-parallel stages
-        its plan adds, e.g. AdaSum over the nodes).
-      freezing: the `Freezing` plan, or ``None``.
-      template: ``{"params": treedef, "model_state": treedef}`` of the state
-        the plan was built for (``None`` for a plan built from a restored
-        state alone: only the optimizer slots are checked then).
-      opt_state_specs: with a sharded optimizer state
-        (``DataParallel(shard_optimizer_state=True)``), the
-        ``PartitionSpec`` of each of its leaves; otherwise ``None``.
-      split: with a sharded optimizer state, the split plan: a tree like
-        the params of the axis each leaf is split along, or ``None`` (kept
-        whole), found from the optimizer (`optimizer_sharding.split_plan`)
-        and used by every collective and slice of the step; otherwise
-        ``None``.
-      param_specs: with params stored sharded
-        (`StepBuilder.stores_sharded_params`), the ``PartitionSpec`` of
-        each leaf of the params, which are stored split like the state;
-        otherwise ``None`` (params replicated).
-      param_shapes: with `param_specs`, the whole params' shapes
-        (``jax.ShapeDtypeStruct``); otherwise ``None``.
-      grad_specs: with the ``"jit"`` engine's sharded optimizer state,
-        ``{param path: PartitionSpec}`` of the gradients as the optimizer
-        reads them (split like its state), so that XLA reduce-scatters
-        them instead of all-reducing and slicing; otherwise ``None``.
-    """
-
-    optimizer: optax.GradientTransformation
-    freezing: freezing_lib.Freezing | None
-    template: dict[str, Any] | None = None
-    opt_state_specs: Any = None
-    split: Any = None
-    param_specs: Any = None
-    param_shapes: Any = None
-    grad_specs: Any = None
 
 
 def check_skip_options(
@@ -213,7 +172,15 @@ class StepBuilder:
         `model_state` become the plan's template.
         """
         if self._plan is None:
-            self._plan = self._build_plan(params)
+            self._plan = step_plan.build(
+                params,
+                self.optimizer,
+                data_parallel=self.data_parallel,
+                loss_scale=self.loss_scale,
+                freezing=self.freezing,
+                annotations=self._annotations,
+                half_precision=self._half_precision,
+            )
         if record and self._plan.template is None:
             self._plan = self._plan._replace(
                 template={
@@ -222,45 +189,6 @@ class StepBuilder:
                 }
             )
         return self._plan
-
-    def _build_plan(self, params) -> StepPlan:
-        optimizer = self.optimizer
-        if self.data_parallel is not None:
-            optimizer = self.data_parallel.optimizer(optimizer, params)
-        if isinstance(self.loss_scale, loss_scale_lib.GroupLossScale):
-            self.loss_scale.labels(params)  # validate the groups now
-        freezing = self.freezing
-        if freezing is not None and not isinstance(
-            freezing, freezing_lib.Freezing
-        ):
-            freezing = freezing(params)
-        plan = StepPlan(optimizer, freezing)
-        dp = self.data_parallel
-        sharded = dp is not None and dp.shard_optimizer_state
-        annotated = self._annotations is not None
-        if freezing is None and not sharded and not annotated:
-            return plan
-        # The optimizer state's shapes, read by the checks and the sharding
-        # decisions below (the replacements leave its optimizer as it is).
-        state = jax.eval_shape(lambda: self.init_opt_state(plan, params))
-        if freezing is not None:
-            step_checks.check_freezing_accumulation(freezing, optimizer, state)
-        if dp is not None and not dp.explicit and (sharded or annotated):
-            plan = self._partitioned_specs(plan, params, state)
-        elif dp is not None and sharded:
-            split, specs = self._sharded_specs(plan, params, state)
-            plan = plan._replace(opt_state_specs=specs, split=split)
-            if self._shards_params(plan, state):
-                plan = plan._replace(
-                    param_specs=dp.sharded_param_specs(params, split),
-                    param_shapes=jax.tree.map(
-                        lambda x: jax.ShapeDtypeStruct(
-                            jnp.shape(x), jnp.result_type(x)
-                        ),
-                        params,
-                    ),
-                )
-        return plan
 
     def read_annotations(self, variables):
         """`variables` unboxed, where the ``"jit"`` engine places params as
@@ -272,23 +200,6 @@ class StepBuilder:
         if specs:
             self._annotations = specs
         return variables
-
-    def _partitioned_specs(self, plan: StepPlan, params, state) -> StepPlan:
-        """The ``"jit"`` engine's placement (`partitioning.state_specs`):
-        params as annotated, optimizer state like them, FSDP and ZeRO-1
-        over the batch axes. XLA partitions any optimizer."""
-        param_specs, opt_specs, grad_specs = partitioning.state_specs(
-            self.data_parallel,
-            params,
-            state,
-            self._annotations,
-            self._shards_params(plan, state),
-        )
-        return plan._replace(
-            opt_state_specs=opt_specs,
-            param_specs=param_specs,
-            grad_specs=grad_specs,
-        )
 
     @property
     def stores_sharded_params(self) -> bool:
@@ -335,56 +246,10 @@ class StepBuilder:
             precision_lib.FLOAT32
         )
 
-    def _shards_params(self, plan: StepPlan, state) -> bool:
-        """The decision of `stores_sharded_params`, from the plan's
-        optimizer state's shapes `state` (`DataParallel.shards_params`)."""
-        dp = self.data_parallel
-        assert dp is not None  # only called with a sharded data-parallel plan
-        return dp.shards_params(
-            half_precision=self._half_precision,
-            freezes=plan.freezing is not None,
-            accumulates=tree_utils.contains_state(
-                state, accumulation_lib.GradientAccumulationState
-            )
-            or tree_utils.contains_state(state, optax.MultiStepsState),
-        )
-
-    def _sharded_specs(self, plan: StepPlan, params, state):
-        """``(split plan, specs)`` of a sharded optimizer state (`state`: its
-        shapes): the axis each leaf is split along, found from the optimizer
-        so that it is correct on the slices (`optimizer_sharding.split_plan`),
-        and the state's ``PartitionSpec`` s."""
-        dp = self.data_parallel
-        assert dp is not None  # only called with a sharded data-parallel plan
-        if tree_utils.contains_state(state, dim_reduce_lib.DimReduceState):
-            raise ValueError(
-                "shard_optimizer_state cannot run DimReduce: its step "
-                "projects the whole parameter vector (and splits its PCA "
-                "matrix over the devices already). Use "
-                "shard_optimizer_state=False with it."
-            )
-        scalars = {}
-        if plan.freezing is not None:
-            scalars["freeze_update"] = jax.ShapeDtypeStruct((), jnp.int32)
-        if tree_utils.contains_state(
-            state, accumulation_lib.GradientAccumulationState
-        ):
-            scalars["skipped"] = jax.ShapeDtypeStruct((), jnp.bool_)
-        groups = plan.freezing and plan.freezing.group_optimizers
-        with _node_slices(dp, params, None, reduce=False):  # AdaSum's inner
-            split = optimizer_sharding.split_plan(
-                groups or (plan.optimizer,), params, dp.num_shards, scalars
-            )
-        return split, dp.sharded_opt_state_specs(
-            lambda p: self.init_opt_state(plan, p), params, split
-        )
-
     # -- the initial state ------------------------------------------------
 
     def init_opt_state(self, plan: StepPlan, params):
-        if plan.freezing is not None:
-            return plan.freezing.init_opt_state(plan.optimizer, params)
-        return plan.optimizer.init(params)
+        return step_plan.init_opt_state(plan, params)
 
     def init_algorithms(self, plan: StepPlan) -> AlgorithmStates:
         algorithms = AlgorithmStates()
@@ -523,7 +388,9 @@ class StepBuilder:
             if frozen is not None:
                 params = merge_trees(params, frozen)
             with (
-                scaler.context(scale_state) if scaler else _no_context(),
+                scaler.context(scale_state)
+                if scaler
+                else contextlib.nullcontext(),
                 step_context.tracing(
                     policy=self.precision, data_axes=dp.axes if dp else ()
                 ),
@@ -775,7 +642,7 @@ class StepBuilder:
         if finite is None:
             params, opt_state, model_state = apply(extra)
         elif isinstance(
-            own_opt_state(plan, state.opt_state, depth),
+            step_plan.own_opt_state(plan, state.opt_state, depth),
             accumulation_lib.GradientAccumulationState,
         ):
             # The accumulation counts a skipped micro-step (its cycle then
@@ -800,7 +667,7 @@ class StepBuilder:
             # slices: the next step gathers them.)
             params = self._gather(
                 sharded,
-                own_opt_state(plan, opt_state, depth),
+                step_plan.own_opt_state(plan, opt_state, depth),
                 params,
                 whole_params,
                 mask,
@@ -809,7 +676,7 @@ class StepBuilder:
         metrics = {
             **metrics,
             **step_metrics.optimizer_metrics(
-                own_opt_state(plan, opt_state, depth), finite
+                step_plan.own_opt_state(plan, opt_state, depth), finite
             ),
         }
         if depth is not None:
@@ -835,36 +702,12 @@ class StepBuilder:
         return new_state, {"loss": loss, **metrics}
 
 
-def own_opt_state(plan: StepPlan, opt_state, depth):
-    """The optimizer state of the optimizer that ran at `depth`."""
-    if depth is None or plan.freezing is None:
-        return opt_state
-    if plan.freezing.group_optimizers is not None:
-        return opt_state[depth]  # FreezeOpt: one state per group
-    return opt_state
-
-
-@contextlib.contextmanager
-def _no_context():
-    yield
-
-
-def _node_slices(dp, whole, split, *, reduce=True):
-    """With a sharded AdaSum plan, the context in which its optimizer's
-    AdaSum stage takes this device's slices of the node's mean, split as
-    the plan `split` says (`adasum.node_slices`); otherwise none."""
-    if dp.reduction != "adasum" or not dp.shard_optimizer_state:
-        return _no_context()
-    return adasum_lib.node_slices(
-        whole, dp.num_shards, reduce=reduce, plan=split
-    )
-
-
 def _on_node_slices(dp, whole, split, apply):
-    """`apply` (the optimizer update) run in `_node_slices`' context."""
+    """`apply` (the optimizer update) run in `step_plan.node_slices`'
+    context."""
 
     def run(extra):
-        with _node_slices(dp, whole, split):
+        with step_plan.node_slices(dp, whole, split):
             return apply(extra)
 
     return run

@@ -41,7 +41,8 @@ from boostax._src import progressive_resizing as progressive_resizing_lib
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import step_builder as step_builder_lib
 from boostax._src.objective_options import PlainRecipe
-from boostax._src.step_builder import StepPlan, check_skip_options
+from boostax._src.step_builder import check_skip_options
+from boostax._src.step_plan import StepPlan
 from boostax._src.train_state import AlgorithmStates, TrainState
 
 PyTree = Any
