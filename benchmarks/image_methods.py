@@ -13,9 +13,10 @@ plain Optax is not saturated). On each:
    knob: label smoothing's alpha, the average's decay, resizing's initial
    scale) chosen by mean validation accuracy of full-budget runs
    (`selection.select`); the grid, every point's validation accuracies and
-   the choice go into the JSON. Composed arms take the single methods'
-   chosen knobs and choose their learning rate. The test set is read only
-   for the chosen settings.
+   the choice go into the JSON. Composed arms take the methods whose own
+   arm beat plain Optax on validation, at those arms' chosen knobs, and
+   choose their learning rate. The test set is read only for the chosen
+   settings.
 3. **budgets** (`boostax.examples.budgets`): every arm at several budgets
    (schedule stretched to each) and seeds, time in plain step-time units
    from interleaved step costs (each compiled program: freeze depth, image
@@ -67,8 +68,8 @@ class Method(NamedTuple):
 
     section: str
     knob: str
-    values: tuple[float, ...]
-    settings: Callable[[float, int], dict[str, Any]]
+    values: tuple[Any, ...]
+    settings: Callable[[Any, int], dict[str, Any]]
 
 
 METHODS = {
@@ -81,7 +82,7 @@ METHODS = {
     "weight_averaging": Method(
         "weight_averaging",
         "decay",
-        (0.98, 0.99),
+        (0.95, 0.98),
         lambda v, steps: {"enabled": True, "decay": v},
     ),
     "progressive_resizing": Method(
@@ -94,9 +95,15 @@ METHODS = {
             "total_steps": steps,
         },
     ),
+    "test_time_flips": Method(
+        "test_time_flips",
+        "flips",
+        ("horizontal", "horizontal+vertical"),
+        lambda v, steps: {"enabled": True, "flips": v.split("+")},
+    ),
 }
 #: Learning rates tried, as multiples of the workload's.
-LR_MULTIPLES = (0.5, 1.0)
+LR_MULTIPLES = (0.5, 1.0, 2.0)
 
 
 def available(method: Method) -> bool:
@@ -120,6 +127,8 @@ class ArmSpec:
       methods: the `METHODS` keys applied.
       own_knobs: whether the selection chooses the methods' knobs here
         (one method alone); else they are the single-method arms' choices.
+      composed: whether the selection keeps, of `methods`, those whose own
+        arm (plain + the method) beat plain Optax on validation.
     """
 
     name: str
@@ -127,6 +136,7 @@ class ArmSpec:
     base: dict | None = None
     methods: tuple[str, ...] = ()
     own_knobs: bool = False
+    composed: bool = False
 
     def grid(
         self, workload: speedup.Workload, lr_multiples, knob_values=None
@@ -176,8 +186,14 @@ def arm_specs() -> list[ArmSpec]:
         ),
         ArmSpec("O1", "O1"),
         ArmSpec("recipe", "O1", boostax.recipe()),
-        ArmSpec("plain + methods", "O0", methods=every),
-        ArmSpec("recipe + methods", "O1", boostax.recipe(), methods=every),
+        ArmSpec("plain + methods", "O0", methods=every, composed=True),
+        ArmSpec(
+            "recipe + methods",
+            "O1",
+            boostax.recipe(),
+            methods=every,
+            composed=True,
+        ),
     ]
 
 
@@ -200,6 +216,21 @@ def runnable(specs, names=None) -> tuple[list[ArmSpec], dict[str, str]]:
     return chosen, skipped
 
 
+def paying_methods(
+    methods: tuple[str, ...], record: dict[str, Any]
+) -> tuple[str, ...]:
+    """Those of `methods` whose own arm (plain + the method, at its chosen
+    settings) had a higher validation accuracy than plain Optax's."""
+    plain = record[speedup.PLAIN]["chosen_validation_accuracy"]
+    return tuple(
+        name
+        for name in methods
+        if f"plain + {name}" in record
+        and "chosen_validation_accuracy" in record[f"plain + {name}"]
+        and record[f"plain + {name}"]["chosen_validation_accuracy"] > plain
+    )
+
+
 def choose(
     specs: list[ArmSpec],
     validation: speedup.Workload,
@@ -212,6 +243,14 @@ def choose(
     makers = []
     seeds = [SELECTION_SEED + i for i in range(args.selection_seeds)]
     for spec in specs:
+        if spec.composed:
+            spec = dataclasses.replace(
+                spec, methods=paying_methods(spec.methods, record)
+            )
+            if not spec.methods:
+                record[spec.name] = {"skipped": "no method beat plain Optax"}
+                print(f"NOTE: {spec.name}: no method beat plain", flush=True)
+                continue
         inherited = {
             name: knobs.get(name, METHODS[name].values[0])
             for name in spec.methods
@@ -241,6 +280,7 @@ def choose(
             knobs[name] = chosen.chosen[METHODS[name].knob]
         record[spec.name] = {
             **dataclasses.asdict(chosen),
+            "methods": list(spec.methods),
             "methods_knobs": inherited,
             "seconds": time.perf_counter() - start,
         }

@@ -164,6 +164,9 @@ from boostax._src.step_bytes import replica_groups as replica_groups
 from boostax._src.step_bytes import saved_activations as saved_activations
 from boostax._src.step_factory import make_train_step as make_train_step
 from boostax._src.step_plan import StepPlan as StepPlan
+from boostax._src.test_time_flips import (
+    predict_with_flips as predict_with_flips,
+)
 from boostax._src.timing import interleaved_timings as interleaved_timings
 from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
@@ -283,6 +286,7 @@ __all__ = (
     "pca_components",
     "pca_matrix",
     "precision_policy",
+    "predict_with_flips",
     "progressive_freeze_steps",
     "progressive_resizing",
     "recipe",

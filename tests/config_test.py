@@ -88,6 +88,10 @@ class DefaultsTest(parameterized.TestCase):
             defaults.pop("label_smoothing"), {"enabled": False, "alpha": 0.1}
         )
         self.assertEqual(
+            defaults.pop("test_time_flips"),
+            {"enabled": False, "flips": ["horizontal"]},
+        )
+        self.assertEqual(
             defaults.pop("data_parallel"),
             {
                 "shard_optimizer_state": False,

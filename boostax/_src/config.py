@@ -25,6 +25,7 @@ from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import freeze_sequence, user_warnings, validation
 from boostax._src import progressive_resizing as progressive_resizing_lib
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
+from boostax._src import test_time_flips as test_time_flips_lib
 from boostax._src.config_fields import Range as _Range
 from boostax._src.config_fields import Section as _Section
 from boostax._src.config_fields import at_least as _at_least
@@ -375,6 +376,33 @@ class LabelSmoothingSection(_Section):
     alpha: float = _key(0.1, "float", _interval(0, 1, open_high=True))
 
 
+@dataclasses.dataclass(frozen=True)
+class TestTimeFlipsSection(_Section):
+    """Section ``test_time_flips`` (boostax's; not MindSpore's):
+    `TrainStep.predict` averages the model's outputs over the images and
+    their ``flips`` (``"horizontal"``, ``"vertical"`` or both;
+    `boostax.predict_with_flips`, airbench's test-time augmentation).
+
+    Off unless ``enabled`` (no level or mode switches it on: a flip must
+    keep the label); training is unchanged.
+    """
+
+    NAME: ClassVar[str] = "test_time_flips"
+    enabled: bool = _key(False, "bool")
+    # A str or a sequence of them: checked below.
+    flips: tuple[str, ...] = ("horizontal",)
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(
+            self,
+            "flips",
+            test_time_flips_lib.check_flips(
+                self.flips, "test_time_flips.flips"
+            ),
+        )
+
+
 SECTIONS: Mapping[str, type[_Section]] = {
     cls.NAME: cls
     for cls in (
@@ -389,6 +417,7 @@ SECTIONS: Mapping[str, type[_Section]] = {
         WeightAveragingSection,
         DataParallelSection,
         LabelSmoothingSection,
+        TestTimeFlipsSection,
     )
 }
 
@@ -535,6 +564,7 @@ def _warn_ignored_settings(config: BoostConfig) -> None:
         config.seq_len_warmup,
         config.progressive_resizing,
         config.weight_averaging,
+        config.test_time_flips,
     ):
         changed = [c for c in _changed_keys(section) if "enabled" not in c]
         if changed and not section.enabled:
@@ -606,6 +636,8 @@ class BoostConfig:
         decided when the step is built by default).
       label_smoothing: boostax's label smoothing of the class targets (off
         by default).
+      test_time_flips: boostax's averaging of `TrainStep.predict` over
+        flipped images (off by default).
 
     Example:
       >>> import boostax
@@ -636,6 +668,7 @@ class BoostConfig:
     weight_averaging: WeightAveragingSection = WeightAveragingSection()
     data_parallel: DataParallelSection = DataParallelSection()
     label_smoothing: LabelSmoothingSection = LabelSmoothingSection()
+    test_time_flips: TestTimeFlipsSection = TestTimeFlipsSection()
 
     def __post_init__(self):
         check_level(self.level)

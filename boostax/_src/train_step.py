@@ -32,6 +32,7 @@ from boostax._src import (
     program_schedule,
     skip_watch,
     step_checks,
+    test_time_flips,
     validation,
     weight_averaging,
 )
@@ -788,14 +789,23 @@ class TrainStep:
         return self.trace(state, batch, depth).lower()
 
     def predict(
-        self, state: TrainState, inputs, *, model=None, averaged: bool = True
+        self,
+        state: TrainState,
+        inputs,
+        *,
+        model=None,
+        averaged: bool = True,
+        flipped: bool = True,
     ):
         """The model's outputs on `inputs` in evaluation mode.
 
         With weight averaging (`boostax.average_params` in the optimizer,
         the config's ``weight_averaging``), the averaged params are
         evaluated (with the model state training kept: BatchNorm's running
-        statistics are not averaged), unless `averaged` is False.
+        statistics are not averaged), unless `averaged` is False. With the
+        config's ``test_time_flips`` enabled, the outputs are averaged over
+        the images and their flips (`boostax.predict_with_flips`), unless
+        `flipped` is False.
 
         Args:
           state: a state of this step.
@@ -809,6 +819,8 @@ class TrainStep:
             ``None``: the step's model.
           averaged: evaluate the params' moving average when the state
             holds one (default); False: the trained params themselves.
+          flipped: average over the config's test-time flips when it
+            enables them (default); False: `inputs` as given.
 
         Raises:
           TypeError: `model` with a step that is not a Linen model's (an
@@ -817,6 +829,7 @@ class TrainStep:
         """
         step_checks.require_state(state)
         validation.check_bool("averaged", averaged)
+        validation.check_bool("flipped", flipped)
         try:
             if averaged:
                 average = weight_averaging.evaluated_params(
@@ -825,8 +838,19 @@ class TrainStep:
                 if average is not None:
                     state = state.replace(params=average)
             if model is not None:
-                return self._predict_other(state, inputs, model)
-            return self._predict(state.params, state.model_state, inputs)
+                one_view = functools.partial(
+                    self._predict_other, state, model=model
+                )
+            else:
+                one_view = functools.partial(
+                    self._predict, state.params, state.model_state
+                )
+            flips = getattr(self.config, "test_time_flips", None)
+            if flipped and flips is not None and flips.enabled:
+                return test_time_flips.predict_with_flips(
+                    one_view, inputs, flips.flips
+                )
+            return one_view(inputs)
         except RuntimeError:
             # JAX's "Array has been deleted" does not say why; the state is
             # checked only then, which costs an evaluation loop nothing.
