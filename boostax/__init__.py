@@ -35,30 +35,34 @@ from boostax._src.centralization import (
 from boostax._src.centralization import (
     with_gradient_centralization as with_gradient_centralization,
 )
-from boostax._src.config import ALGORITHMS as ALGORITHMS
 from boostax._src.config import LEVELS as LEVELS
-from boostax._src.config import MODES as MODES
 from boostax._src.config import BoostConfig as BoostConfig
-from boostax._src.config import BoostSection as BoostSection
-from boostax._src.config import CommonSection as CommonSection
-from boostax._src.config import DataParallelSection as DataParallelSection
-from boostax._src.config import DimReduceSection as DimReduceSection
-from boostax._src.config import (
+from boostax._src.config import boost_config as boost_config
+from boostax._src.config_sections import ALGORITHMS as ALGORITHMS
+from boostax._src.config_sections import MODES as MODES
+from boostax._src.config_sections import BoostSection as BoostSection
+from boostax._src.config_sections import CommonSection as CommonSection
+from boostax._src.config_sections import (
+    DataParallelSection as DataParallelSection,
+)
+from boostax._src.config_sections import DimReduceSection as DimReduceSection
+from boostax._src.config_sections import (
     GradAccumulationSection as GradAccumulationSection,
 )
-from boostax._src.config import GradFreezeSection as GradFreezeSection
-from boostax._src.config import (
+from boostax._src.config_sections import GradFreezeSection as GradFreezeSection
+from boostax._src.config_sections import (
     LabelSmoothingSection as LabelSmoothingSection,
 )
-from boostax._src.config import LessBNSection as LessBNSection
-from boostax._src.config import (
+from boostax._src.config_sections import LessBNSection as LessBNSection
+from boostax._src.config_sections import (
     ProgressiveResizingSection as ProgressiveResizingSection,
 )
-from boostax._src.config import SeqLenWarmupSection as SeqLenWarmupSection
-from boostax._src.config import (
+from boostax._src.config_sections import (
+    SeqLenWarmupSection as SeqLenWarmupSection,
+)
+from boostax._src.config_sections import (
     WeightAveragingSection as WeightAveragingSection,
 )
-from boostax._src.config import boost_config as boost_config
 from boostax._src.cost import CostReport as CostReport
 from boostax._src.cost import cost_report as cost_report
 from boostax._src.data_parallel import DataParallel as DataParallel

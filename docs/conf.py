@@ -109,7 +109,8 @@ def _constant_doc(app, what, name, obj, options, lines):
             vars(module).get(short) is obj
         ):
             docs = ModuleAnalyzer.for_module(module.__name__).find_attr_docs()
-            lines[:] = docs.get(("", short), [])
+            # The defining module has the comment; one importing it has not.
+            lines[:] = docs.get(("", short), lines)
 
 
 def _skip_namedtuple_field(app, what, name, obj, skip, options):

@@ -23,6 +23,7 @@ from jax.sharding import Mesh
 
 from boostax._src import (
     centralization,
+    config_sections,
     model_graph,
     user_warnings,
     validation,
@@ -180,7 +181,7 @@ def known_params(model: Any, sample_inputs: Any) -> Any:
     return None
 
 
-def check_pca_source(section: config_lib.DimReduceSection, trajectory):
+def check_pca_source(section: config_sections.DimReduceSection, trajectory):
     """Raises, in `auto_boost`'s terms, if DimReduce has no PCA matrix.
 
     `trajectory_lib.pca_matrix` makes the same checks (`as_snapshots`,

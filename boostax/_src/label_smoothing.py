@@ -335,8 +335,8 @@ def label_smoothing_loss(
 
 def with_label_smoothing(options: Any, section: Any) -> Any:
     """`auto_boost`'s objective options with the config's
-    ``label_smoothing`` section (`config.LabelSmoothingSection`) applied:
-    the loss wrapped by `label_smoothing_loss` when ``enabled``.
+    ``label_smoothing`` section (`config_sections.LabelSmoothingSection`)
+    applied: the loss wrapped by `label_smoothing_loss` when ``enabled``.
 
     Raises:
       ValueError: label smoothing on with a ``loss_fn`` (the step cannot

@@ -432,6 +432,17 @@ class ProgramSchedule:
                 keys.append((depth, lengths.full_length))
         return keys
 
+    def programs_to_compile(self, position: int) -> list:
+        """Every program of the run, in the order the run from `position`
+        first needs them (`programs_from`, with the warm-up's), then the
+        programs of the planned run it does not reach (`compile_all`)."""
+        keys = self.programs_from(position, warmup=True)
+        return keys + [
+            k
+            for k in self.shares()
+            if k not in keys and not is_warmup_program(k)
+        ]
+
     def warmup_programs(self, position: int) -> list:
         """The programs the freezing warm-up runs from train step
         `position` on, in the order it first needs them: the lead's
@@ -533,6 +544,57 @@ class ProgramSchedule:
             (_key_of_code(int(d)), int(n)): float(c) / total
             for (d, n), c in zip(unique, counts, strict=True)
         }
+
+
+def is_warmup_program(key: executables_lib.Key) -> bool:
+    """Whether `key` is a freezing warm-up program (alone or with a
+    sequence length)."""
+    freeze_key = key[0] if isinstance(key, tuple) else key
+    return freezing_lib.warmup_cut(freeze_key) is not None
+
+
+def named_program(
+    depth, freezing: freezing_lib.Freezing | None, full_length=None
+) -> executables_lib.Key:
+    """The program `TrainStep.trace` names by `depth`.
+
+    Args:
+      depth: a freeze depth (``None``: the first, or no freezing), a
+        warm-up program's key (``"masked"``, ``"masked from k"``), or,
+        with a sequence-length warm-up, a ``(depth, length)`` pair.
+      freezing: the step's `Freezing` plan, or ``None``.
+      full_length: with a sequence-length warm-up, the full length (the
+        length of a bare `depth`); ``None`` without one.
+
+    Raises:
+      ValueError: a warm-up program without freezing that can mask, or of
+        a group the plan does not have.
+    """
+    length = None
+    if full_length is not None:
+        depth, length = (
+            depth if isinstance(depth, tuple) else (depth, full_length)
+        )
+    if depth is None and freezing is not None:
+        depth = 0
+    cut = freezing_lib.warmup_cut(depth)
+    if cut is not None:
+        if freezing is None or not freezing.can_mask:
+            raise ValueError(
+                f"`depth` {depth!r} (a warm-up program) "
+                "needs gradient freezing with one optimizer state."
+            )
+        if cut >= len(freezing.groups):
+            raise ValueError(
+                f"`depth` {depth!r}: a warm-up program from a group in "
+                f"[0, {len(freezing.groups)}), got group {cut}."
+            )
+        key = depth
+    elif depth is None or freezing is None:
+        key = None
+    else:
+        key = freezing.canonical_depth(depth)
+    return key if length is None else (key, length)
 
 
 def _pairs_by_first_use(codes: np.ndarray, lengths: np.ndarray) -> list:

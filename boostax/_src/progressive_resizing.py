@@ -531,7 +531,7 @@ def _find_images(batch, scope) -> tuple[list[int], tuple[int, int]]:
 
 def from_config(section) -> ProgressiveResizing | None:
     """The `ProgressiveResizing` of a config's ``progressive_resizing``
-    section (`config.ProgressiveResizingSection`), ``None`` when not
+    section (`config_sections.ProgressiveResizingSection`), ``None`` when not
     ``enabled``."""
     if not section.enabled:
         return None

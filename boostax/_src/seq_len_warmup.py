@@ -669,7 +669,7 @@ def truncate_sequence(
 
 def from_config(section) -> SeqLenWarmup | None:
     """The `SeqLenWarmup` of a config's ``seq_len_warmup`` section
-    (`config.SeqLenWarmupSection`), ``None`` when not ``enabled``."""
+    (`config_sections.SeqLenWarmupSection`), ``None`` when not ``enabled``."""
     if not section.enabled:
         return None
     return SeqLenWarmup(

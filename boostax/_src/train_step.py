@@ -8,12 +8,13 @@ What one step computes is built by a `StepBuilder` (`step_builder.py`);
 its compiled programs, one per freeze depth, are an `Executables`
 (`executables.py`). A `TrainStep` picks the program of each call from the
 freezing sequence, checks the states it did not return, and watches for
-runs of skipped steps.
+runs of skipped steps. What names, inspects and compiles its programs is
+its base `StepPrograms` (`step_programs.py`); what its states evaluate to,
+an `Evaluation` (`step_evaluation.py`).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import weakref
 from collections.abc import Callable
@@ -32,9 +33,9 @@ from boostax._src import (
     program_schedule,
     skip_watch,
     step_checks,
-    test_time_flips,
+    step_evaluation,
+    step_programs,
     validation,
-    weight_averaging,
 )
 from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import objectives as objectives_lib
@@ -60,7 +61,7 @@ __all__ = (
 BACKGROUND_COMPILE = os.environ.get("BOOSTAX_BACKGROUND_COMPILE", "1") != "0"
 
 
-class TrainStep:
+class TrainStep(step_programs.StepPrograms):
     """A jitted train step with the `init` that builds its state.
 
     Built by `make_train_step` or `boostax.auto_boost`. Call it as
@@ -100,37 +101,25 @@ class TrainStep:
     so the check does not stall the device; it notices a run that late.
 
     With gradient freezing, there is one compiled step per freeze depth:
-    each differentiates and updates only that depth's trainable suffix. The
-    host picks the step from the precomputed sequence; the position in the
-    sequence is kept in ``state.algorithms.freeze`` and mirrored on the host,
-    so dispatching never waits for the device (a state the step did not
-    just return, e.g. one restored from a checkpoint, is read once).
-    `metrics` then also holds ``"frozen_groups"``, the depth.
-
-    Every step is compiled ahead of time for the shapes of the first call.
-    With freezing, the first `freeze_warmup_steps` positions run one
-    warm-up program for every depth (``"masked"``: all gradients computed,
-    the depth's frozen ones zeroed, its frozen params and optimizer slots
-    kept bit for bit), so training starts after one compile; later
-    positions run their depth's own program (`program_at`). A sequence
-    that opens with a long run of one depth (progressive freezing trains
-    everything first) runs that depth's own program there instead, which
-    compiles as fast as plain Optax's, and the rest of the warm-up runs
-    programs compiled in the background meanwhile, as many as the lead
-    leaves time for: each depth's own, or warm-up programs that
-    differentiate only a suffix group (``"masked from k"``,
-    `program_schedule.warmup_segments`). The depths'
-    programs compile in background threads (one core is left to training)
-    in the order the sequence first needs them, started so that they are
-    ready near the warm-up's end, and not during the warm-up when the
-    sequence ends within it; a step whose program is not ready waits for
-    exactly that executable. The program of a step depends on its position
-    alone, so the results are those of `compile_all`, on a fast machine or
-    a slow one, and a resumed run continues bit for bit. A call with other
-    shapes (say, a smaller last batch) goes through ``jax.jit``, which
-    compiles for them. A process that ends while depths compile cancels
-    the queued compiles and waits for the running ones (at most one per
-    thread), then exits normally.
+    each differentiates and updates only that depth's trainable suffix
+    (``metrics["frozen_groups"]``: the depth). The host picks the program
+    of each call from the precomputed sequence by the state's position
+    (``state.algorithms.freeze``, mirrored on the host, so dispatching never
+    waits for the device; a state the step did not just return, e.g. one
+    restored from a checkpoint, is read once). The first
+    `freeze_warmup_steps` positions run warm-up programs (``"masked"``:
+    every gradient computed, the depth's frozen ones zeroed, its frozen
+    params and optimizer slots kept bit for bit; after a leading run of one
+    depth, that depth's own program and ``"masked from k"`` segments),
+    while the depths' own programs compile in background threads in the
+    order the sequence needs them; a step whose program is not ready waits
+    for exactly that one. The program of a step depends on its position
+    alone (`program_at`; the schedule: `program_schedule`), so a run gives
+    the bits of `compile_all` on a fast machine or a slow one, and a
+    resumed run continues bit for bit. A call with other shapes (a smaller
+    last batch) goes through ``jax.jit``, which compiles for them. A
+    process that ends while depths compile cancels the queued compiles and
+    waits for the running ones, then exits normally.
 
     With a sequence-length warm-up (`seq_len_warmup`), each length is a
     program too: a program is ``(freeze program or None, length)``, the
@@ -148,16 +137,13 @@ class TrainStep:
     JAX keys its cache, and a state the step did not return is checked once
     (`check_state`); the step just returned needs neither.
 
-    Donation. By default (``donate_state=False``, like ``jax.jit`` and the
-    steps of the Flax and Optax tutorials) a call leaves the state it is
-    given valid, so while it runs the device holds the old and the new
-    state: twice the memory of the parameters, optimizer state and model
-    state (with Adam, 6x the parameters' bytes instead of 3x). With
-    ``donate_state=True`` (``donate_argnums=0``, as Flax's example training
-    loops write it) XLA writes the new state into the buffers of the one
-    given, which is deleted: passing it again raises ``ValueError``. Pass
-    `donate_state` on a large model, or where each step is short (it also
-    saves allocating and copying the state; see ``docs/measuring.md``).
+    Donation. By default (``donate_state=False``, like ``jax.jit``) a call
+    leaves the state it is given valid, so while it runs the device holds
+    the old and the new state. With ``donate_state=True``
+    (``donate_argnums=0``, as Flax's example loops write it) XLA writes the
+    new state into the given one's buffers, which are deleted: passing it
+    again raises ``ValueError``. Pass it on a large model, or where each
+    step is short (docs/measuring.md, "The cost of a call, and donation").
 
     With a `DataParallel` plan, the step runs under ``jax.shard_map`` over
     its mesh: `init` places the state on the mesh, each call splits the
@@ -314,17 +300,8 @@ class TrainStep:
         # The state this step last returned, and its freeze position: such
         # a state needs no check and no device read.
         self._last: tuple[weakref.ref, int | None] | None = None
-        # With freezing or a sequence-length warm-up, its `ProgramSchedule`
-        # (built on the first call).
-        self._schedule: program_schedule.ProgramSchedule | None = None
-        self._predict = jax.jit(objective.predict)
-        # Another Linen module (hashable, compared by its fields) is a
-        # static argument: one program per evaluation model.
-        self._predict_with = (
-            jax.jit(objective.predict, static_argnums=3)
-            if isinstance(objective, objectives_lib.LinenObjective)
-            else None
-        )
+        self._schedule = None  # `StepPrograms._schedule`
+        self._evaluation = step_evaluation.Evaluation(objective)
 
     # -- what the step was built from (read-only views) --------------------
 
@@ -521,18 +498,6 @@ class TrainStep:
         skips.record(metrics)
         return new_state, metrics
 
-    def _compile_ahead(self, schedule, position, state, batch, placed):
-        """Starts compiling the programs to come in the background, once
-        the schedule says it is time (`ProgramSchedule.keys_to_compile`)."""
-        keys = schedule.keys_to_compile(position, self.compile_seconds)
-        self._ahead = not schedule.queued_all
-        if not keys:
-            return
-        # The batch is checked first: the compiles trace it in other
-        # threads, where a bad batch would fail every depth, not this call.
-        self.objective.check_batch(batch)
-        self.executables.compile_ahead(keys, state, placed)
-
     def at_depth(self, depth: int | None):
         """``step(state, batch)`` that always trains at freeze `depth`.
 
@@ -565,64 +530,6 @@ class TrainStep:
         if depth is None or self.freezing is None:
             return None
         return self.freezing.canonical_depth(depth)
-
-    def _program_schedule(self, state=None, batch=None):
-        """The `ProgramSchedule`, built once (on the first call: the plan
-        needs the parameters, the lengths the batch and optimizer)."""
-        lengths, warmup = None, self.seq_len_warmup
-        if warmup is not None:
-            if state is None:
-                raise ValueError(
-                    "The programs of a sequence-length warm-up depend on the "
-                    "batch: call after the first step or `compile_all`."
-                )
-            lengths = warmup.bind_batch(
-                batch,
-                seq_len_warmup_lib.micro_steps(
-                    self.plan(state.params).optimizer,
-                    state.opt_state,
-                    self.freezing,
-                ),
-                # A dict batch's (inputs, targets) entries: the sequences,
-                # unless the warm-up names its own `keys`.
-                batch_keys=self._batch_entries(),
-            )
-            if isinstance(lengths, progressive_resizing_lib.Sizes):
-                lengths.check_model(self.objective, state, batch)
-        self._schedule = program_schedule.ProgramSchedule(
-            self.freezing, self.freeze_warmup_steps, self._warmup_given, lengths
-        )
-        return self._schedule
-
-    def _checked_step_function(self, key: executables_lib.Key):
-        """The builder's step of `key`, checking the batch when traced.
-
-        Checks that run when the step is traced run once per structure,
-        shapes and dtypes of the arguments (JAX traces again for new ones),
-        before the model is traced, and cost nothing per call.
-        """
-        lengths = length = None
-        freeze_key: executables_lib.FreezeKey
-        if self.seq_len_warmup is not None:  # a (depth, length) program
-            assert isinstance(key, tuple) and self._schedule is not None
-            freeze_key, length = key
-            lengths = self._schedule.lengths
-        else:
-            assert not isinstance(key, tuple)
-            freeze_key = key
-        step = self.builder.step_function(freeze_key)
-        check_batch = self.objective.check_batch
-
-        @functools.wraps(step)
-        def checked_step(state, batch):
-            check_batch(batch)  # shapes only
-            return step(state, batch)
-
-        if lengths is None:
-            return checked_step
-        # The batch cut to the length first; a model that fails on the cut
-        # batch alone is said to, naming the warm-up.
-        return lengths.cut_step(checked_step, length)
 
     def _batch(self, batch):
         if self.data_parallel is None:
@@ -657,78 +564,6 @@ class TrainStep:
 
     # -- compiling and inspecting ------------------------------------------
 
-    def program_at(self, position: int):
-        """The program train step `position` runs: its freeze depth's own
-        (`Freezing.canonical_depth`), ``"masked"`` (the warm-up program,
-        before `freeze_warmup_steps`), ``None`` without freezing; with a
-        sequence-length warm-up, the pair ``(that, length)``. Call after
-        `init` (with a sequence-length warm-up: after the first call)."""
-        if self.freezing is None and self.seq_len_warmup is None:
-            return None
-        schedule = self._schedule or self._program_schedule()
-        return schedule.program_at(position)
-
-    @property
-    def program_lengths(self) -> seq_len_warmup_lib.Lengths | None:
-        """The sequence-length warm-up's `seq_len_warmup.Lengths`: the
-        length of every step, and the cut of the batch (bound to the
-        first batch: after the first call, `trace` or `compile_all`);
-        ``None`` without a warm-up or before."""
-        if self.seq_len_warmup is None or self._schedule is None:
-            return None
-        return self._schedule.lengths
-
-    def program_shares(self) -> dict[Any, float]:
-        """``{program: fraction of the steps it runs}`` over the planned run
-        (one pass of the freezing sequence; with a sequence-length warm-up,
-        its ``total_steps``; ``{None: 1.0}`` with neither): the warm-up
-        program (``"masked"``) for the first `freeze_warmup_steps`, then
-        each depth's own (`program_at`), each paired with its length under
-        a sequence-length warm-up. The weights of `cost_report`. Call after
-        `init` (the plan needs the parameters; with a sequence-length
-        warm-up, after the first call)."""
-        if self.freezing is None and self.seq_len_warmup is None:
-            return {None: 1.0}
-        return (self._schedule or self._program_schedule()).shares()
-
-    def compile_all(self, state: TrainState, batch) -> dict[Any, Any]:
-        """Compiles every program of the run ahead of time.
-
-        Every program (freeze depth; with a sequence-length warm-up, each
-        with its lengths) in the order the run from `state`'s position
-        needs them and, inside the freezing warm-up, the warm-up program;
-        with `background_compile`, in parallel threads.
-
-        Returns:
-          ``{program: executables.Program}`` of the depths' own programs
-          (the key ``None`` without freezing; ``(depth, length)`` pairs
-          with a sequence-length warm-up): called like the step, each
-          returns the state and metrics the step does (its compiled
-          program, ``.compiled``, leaves out what the host puts back: the
-          base key, the depth); later calls use them. The
-          warm-up programs are ``executables.compiled()[freezing.MASKED]``
-          (and ``[freezing.warmup_key(k)]``).
-        """
-        position = self._checked_position(state)
-        placed = self._batch(batch)
-        if position is None:
-            keys = [None]
-        else:
-            schedule = self._schedule or self._program_schedule(state, batch)
-            keys = schedule.programs_from(position, warmup=True)
-            keys += [
-                k
-                for k in schedule.shares()
-                if k not in keys and not _is_warmup_program(k)
-            ]
-            if self.background_compile:
-                self._ahead = False
-                self.executables.compile_ahead(keys, state, placed)
-        for key in keys:
-            self.executables.executable(key, state, placed)
-        compiled = self.executables.compiled()
-        return {k: compiled[k] for k in keys if not _is_warmup_program(k)}
-
     @property
     def model(self):
         """The model being trained (after LessBN), ``None`` for a function."""
@@ -741,52 +576,6 @@ class TrainStep:
         if self.builder.freezing is not None or self.seq_len_warmup is not None:
             return self
         return self.executables.jitted(None)
-
-    def trace(
-        self, state: TrainState, batch, depth: int | None = None
-    ) -> jax.stages.Traced:
-        """Traces the step (of freeze `depth`; default the first;
-        ``"masked"``: the warm-up program, ``"masked from k"``: the one of
-        group k (`freezing.warmup_key`); with a sequence-length warm-up,
-        a ``(depth, length)`` program, or a depth at the full length) for
-        `state` and `batch` (arrays, or their shapes:
-        ``jax.ShapeDtypeStruct``): ``.jaxpr``, ``.lower()``."""
-        if not self._is_own(state):
-            self.check_state(state)  # reads no position: shapes will do
-        length = None
-        if self.seq_len_warmup is not None:
-            schedule = self._schedule or self._program_schedule(state, batch)
-            depth, length = (
-                depth
-                if isinstance(depth, tuple)
-                else (depth, schedule.lengths.full_length)
-            )
-        if depth is None and self.freezing is not None:
-            depth = 0
-        cut = freezing_lib.warmup_cut(depth)
-        if cut is not None:
-            if self.freezing is None or not self.freezing.can_mask:
-                raise ValueError(
-                    f"`depth` {depth!r} (a warm-up program) "
-                    "needs gradient freezing with one optimizer state."
-                )
-            if cut >= len(self.freezing.groups):
-                raise ValueError(
-                    f"`depth` {depth!r}: a warm-up program from a group in "
-                    f"[0, {len(self.freezing.groups)}), got group {cut}."
-                )
-            key = depth
-        else:
-            key = None if depth is None else self._key(depth)
-        program: executables_lib.Key = key if length is None else (key, length)
-        return self.executables.trace(program, state, self._batch(batch))
-
-    def lower(
-        self, state: TrainState, batch, depth: int | None = None
-    ) -> jax.stages.Lowered:
-        """Lowers the step (of freeze `depth`) for `state` and `batch`
-        (arrays, or their shapes: ``jax.ShapeDtypeStruct``)."""
-        return self.trace(state, batch, depth).lower()
 
     def predict(
         self,
@@ -827,72 +616,21 @@ class TrainStep:
             NNX module switches itself to evaluation: ``predict`` calls
             its ``.eval()``).
         """
-        step_checks.require_state(state)
-        validation.check_bool("averaged", averaged)
         validation.check_bool("flipped", flipped)
-        try:
-            if averaged:
-                average = weight_averaging.evaluated_params(
-                    state.params, state.opt_state
-                )
-                if average is not None:
-                    state = state.replace(params=average)
-            if model is not None:
-                one_view = functools.partial(
-                    self._predict_other, state, model=model
-                )
-            else:
-                one_view = functools.partial(
-                    self._predict, state.params, state.model_state
-                )
-            flips = getattr(self.config, "test_time_flips", None)
-            if flipped and flips is not None and flips.enabled:
-                return test_time_flips.predict_with_flips(
-                    one_view, inputs, flips.flips
-                )
-            return one_view(inputs)
-        except RuntimeError:
-            # JAX's "Array has been deleted" does not say why; the state is
-            # checked only then, which costs an evaluation loop nothing.
-            error = step_checks.donated_error(state)
-            if error is None:
-                raise
-        raise error
+        flips = getattr(self.config, "test_time_flips", None)
+        return self._evaluation.predict(
+            state,
+            inputs,
+            model=model,
+            averaged=averaged,
+            flips=flips.flips if flipped and flips and flips.enabled else (),
+        )
 
     def _batch_entries(self) -> tuple[str, ...] | None:
         """The entries of a dict batch the model reads (`batch_keys`')."""
         keys = getattr(self.objective, "batch_keys", None)
         return None if keys is None else batches_lib.batch_entries(keys)
 
-    def _predict_other(self, state: TrainState, inputs, model):
-        if not isinstance(self.objective, objectives_lib.LinenObjective):
-            raise TypeError(
-                "`predict(..., model=)` takes another Linen module of the "
-                "step's variables; this step trains "
-                + (
-                    "an NNX module, which predict switches to evaluation "
-                    "with its own .eval() (Dropout deterministic, BatchNorm "
-                    "on its running averages)"
-                    if isinstance(self.objective, objectives_lib.NNXObjective)
-                    else "a loss function: give auto_boost `predict_fn=`"
-                )
-                + "."
-            )
-        assert self._predict_with is not None  # a Linen objective's
-        return self._predict_with(
-            state.params, state.model_state, inputs, model
-        )
-
     def variables(self, state: TrainState):
         """The trained model's variables (Linen dict, NNX module, params)."""
-        step_checks.require_state(state)
-        # A donated state's arrays would fail only where they are read.
-        step_checks.check_not_deleted(state)
-        return self.objective.merge(state.params, state.model_state)
-
-
-def _is_warmup_program(key: executables_lib.Key) -> bool:
-    """Whether `key` is the freezing warm-up's program (alone or with a
-    sequence length)."""
-    freeze_key = key[0] if isinstance(key, tuple) else key
-    return freezing_lib.warmup_cut(freeze_key) is not None
+        return self._evaluation.variables(state)

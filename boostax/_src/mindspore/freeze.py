@@ -16,11 +16,10 @@ import jax
 import numpy as np
 import optax
 
-from boostax._src import config as config_lib
+from boostax._src import config_sections, groups, objectives, validation
 from boostax._src import freeze_groups as freeze_groups_lib
 from boostax._src import freeze_sequence as freeze_sequence_lib
 from boostax._src import freezing as freezing_lib
-from boostax._src import groups, objectives, validation
 from boostax._src import train_step as train_step_lib
 
 
@@ -202,7 +201,7 @@ class GradientFreeze:
             raise ValueError(f"{freeze_type_message}, got {freeze_type!r}.")
         validation.check_number("freeze_p", freeze_p, minimum=0, maximum=1)
         validation.check_int("total_steps", total_steps, minimum=1)
-        section = config_lib.GradFreezeSection(
+        section = config_sections.GradFreezeSection(
             param_groups=param_groups,
             freeze_type=freeze_type,
             freeze_p=freeze_p,
