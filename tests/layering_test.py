@@ -116,7 +116,7 @@ CONCEPTS = {
     "mindspore.train_one_step": "MindSpore's training cells",
 }
 # Past this, a module most likely holds more than one concept.
-MAX_LINES = 900
+MAX_LINES = 750
 
 TRANSFORMS = (
     "accumulation",
