@@ -13,16 +13,18 @@ plain Optax is not saturated). On each:
    knob: label smoothing's alpha, the average's decay, resizing's initial
    scale) chosen by mean validation accuracy of full-budget runs
    (`selection.select`); the grid, every point's validation accuracies and
-   the choice go into the JSON. Composed arms take the methods whose own
-   arm beat plain Optax on validation, at those arms' chosen knobs, and
-   choose their learning rate. The test set is read only for the chosen
-   settings.
+   the choice go into the JSON. Composed arms take, at their own arms'
+   chosen knobs, the methods that buy accuracy per step whose own arm beat
+   plain Optax on validation, and those that make steps cheaper whose own
+   arm stayed within two binomial standard errors of plain's
+   (`paying_methods`); they choose their learning rate. The test set is
+   read only for the chosen settings.
 3. **budgets** (`boostax.examples.budgets`): every arm at several budgets
    (schedule stretched to each) and seeds, time in plain step-time units
    from interleaved step costs (each compiled program: freeze depth, image
    size), test accuracy at the end.
 4. **report**: per arm and budget the test accuracy (median, min-max);
-   the speed-up to plain's full-budget accuracy with a 95% bootstrap
+   the speed-up to plain's full-budget accuracy with a 90% bootstrap
    interval over seeds (`intervals.speedup_interval`, 2,000 resamples,
    misses counted as 0 and shown), split into steps to target (accuracy
    bought back) and step cost (cheaper steps); the binomial standard error
@@ -30,8 +32,8 @@ plain Optax is not saturated). On each:
 
 Arms: plain Optax; plain + each method (level O0 with the method's
 BoostConfig section); MindSpore's O1; the recipe; plain + every method;
-the recipe + every method. A method whose section this boostax lacks is
-skipped with a printed note.
+the recipe + every method; `boostax.image_recipe` (its default flips). A
+method whose section this boostax lacks is skipped with a printed note.
 
     python benchmarks/image_methods.py                  # both workloads
     python benchmarks/image_methods.py --quick          # smoke test
@@ -64,12 +66,17 @@ class Method(NamedTuple):
       knob: the setting the selection chooses.
       values: the knob's grid.
       settings: ``settings(value, total_steps) -> the section's dict``.
+      cheapens_steps: whether the method buys time by cheaper steps (its
+        arm is judged at equal steps, so it joins a composition when it
+        costs no validation accuracy beyond noise, `paying_methods`),
+        rather than by accuracy per step (it joins when it beats plain).
     """
 
     section: str
     knob: str
     values: tuple[Any, ...]
     settings: Callable[[Any, int], dict[str, Any]]
+    cheapens_steps: bool = False
 
 
 METHODS = {
@@ -94,6 +101,7 @@ METHODS = {
             "initial_scale": v,
             "total_steps": steps,
         },
+        cheapens_steps=True,
     ),
     "test_time_flips": Method(
         "test_time_flips",
@@ -123,7 +131,8 @@ class ArmSpec:
       name: the row name.
       level: ``"plain"`` (the hand-written Optax step) or a boost level.
       base: the level's config without the methods (``None``: the level's
-        own).
+        own), or a function of the run's updates returning it (a preset
+        such as `boostax.image_recipe`).
       methods: the `METHODS` keys applied.
       own_knobs: whether the selection chooses the methods' knobs here
         (one method alone); else they are the single-method arms' choices.
@@ -133,7 +142,7 @@ class ArmSpec:
 
     name: str
     level: str
-    base: dict | None = None
+    base: dict | Callable[[int], dict] | None = None
     methods: tuple[str, ...] = ()
     own_knobs: bool = False
     composed: bool = False
@@ -160,7 +169,10 @@ class ArmSpec:
             )
             if self.level == "plain":
                 return speedup.plain_arm(workload)
-            config = dict(self.base or {})
+            base = self.base
+            if callable(base):
+                base = base(workload.total_steps)
+            config = dict(base or {})
             for name in self.methods:
                 method = METHODS[name]
                 value = settings.get(method.knob, knobs.get(name))
@@ -176,7 +188,7 @@ class ArmSpec:
 
 def arm_specs() -> list[ArmSpec]:
     """Plain, plain + each method, O1, the recipe, plain + every method,
-    the recipe + every method (in selection order)."""
+    the recipe + every method, the image recipe (in selection order)."""
     every = tuple(METHODS)
     return [
         ArmSpec(speedup.PLAIN, "plain"),
@@ -194,6 +206,9 @@ def arm_specs() -> list[ArmSpec]:
             methods=every,
             composed=True,
         ),
+        # The preset as a user takes it (its horizontal flip by default):
+        # its knobs were the composition's on this workload's validation.
+        ArmSpec("image recipe", "O1", boostax.image_recipe),
     ]
 
 
@@ -217,18 +232,44 @@ def runnable(specs, names=None) -> tuple[list[ArmSpec], dict[str, str]]:
 
 
 def paying_methods(
-    methods: tuple[str, ...], record: dict[str, Any]
-) -> tuple[str, ...]:
-    """Those of `methods` whose own arm (plain + the method, at its chosen
-    settings) had a higher validation accuracy than plain Optax's."""
+    methods: tuple[str, ...], record: dict[str, Any], validation_count: int
+) -> dict[str, dict[str, Any]]:
+    """Which of `methods` join a composed arm, and why.
+
+    The selection trains every arm for the same number of steps, so a
+    method is judged by what it sells: one that buys accuracy per step
+    joins when its own arm (plain + the method, at its chosen settings)
+    beat plain Optax's validation accuracy; one that buys time by cheaper
+    steps (`Method.cheapens_steps`) joins when its validation accuracy is
+    not below plain's by more than two binomial standard errors of the
+    validation split (non-inferiority: at equal steps it only has to cost
+    nothing beyond the split's noise).
+
+    Returns:
+      ``{method: {"validation_accuracy", "plain_validation_accuracy",
+      "rule", "joined"}}`` for each of `methods` with a selected arm.
+    """
     plain = record[speedup.PLAIN]["chosen_validation_accuracy"]
-    return tuple(
-        name
-        for name in methods
-        if f"plain + {name}" in record
-        and "chosen_validation_accuracy" in record[f"plain + {name}"]
-        and record[f"plain + {name}"]["chosen_validation_accuracy"] > plain
-    )
+    margin = 2 * intervals.binomial_standard_error(plain, validation_count)
+    out = {}
+    for name in methods:
+        arm = record.get(f"plain + {name}", {})
+        if "chosen_validation_accuracy" not in arm:
+            continue
+        accuracy = arm["chosen_validation_accuracy"]
+        if METHODS[name].cheapens_steps:
+            rule = f"cheaper steps: validation >= plain - {margin:.4f}"
+            joined = accuracy >= plain - margin
+        else:
+            rule = "accuracy per step: validation > plain"
+            joined = accuracy > plain
+        out[name] = {
+            "validation_accuracy": accuracy,
+            "plain_validation_accuracy": plain,
+            "rule": rule,
+            "joined": bool(joined),
+        }
+    return out
 
 
 def choose(
@@ -243,9 +284,14 @@ def choose(
     makers = []
     seeds = [SELECTION_SEED + i for i in range(args.selection_seeds)]
     for spec in specs:
+        composition = None
         if spec.composed:
+            composition = paying_methods(
+                spec.methods, record, len(validation.digits.x_test)
+            )
             spec = dataclasses.replace(
-                spec, methods=paying_methods(spec.methods, record)
+                spec,
+                methods=tuple(n for n, c in composition.items() if c["joined"]),
             )
             if not spec.methods:
                 record[spec.name] = {"skipped": "no method beat plain Optax"}
@@ -282,6 +328,7 @@ def choose(
             **dataclasses.asdict(chosen),
             "methods": list(spec.methods),
             "methods_knobs": inherited,
+            **({"composition": composition} if composition else {}),
             "seconds": time.perf_counter() - start,
         }
         print(
@@ -328,6 +375,7 @@ def measure_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         runs,
         summary["plain_seconds_per_step"],
         resamples=args.resamples,
+        level=args.level,
     )
     target = summary["target_accuracy"]
     tests = len(splits.train.x_test)
@@ -420,6 +468,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--validation-fraction", type=float, default=0.2)
     parser.add_argument("--resamples", type=int, default=2000)
+    parser.add_argument(
+        "--level",
+        type=float,
+        default=0.9,
+        help="the bootstrap interval's coverage (default: %(default)s)",
+    )
     parser.add_argument("--plot-span", type=float, default=0.25)
     return parser
 

@@ -145,6 +145,7 @@ from boostax._src.progressive_resizing import (
     progressive_resizing as progressive_resizing,
 )
 from boostax._src.progressive_resizing import resize_images as resize_images
+from boostax._src.recipes import image_recipe as image_recipe
 from boostax._src.recipes import recipe as recipe
 from boostax._src.recipes import text_recipe as text_recipe
 from boostax._src.seq_len_warmup import SeqLenWarmup as SeqLenWarmup
@@ -276,6 +277,7 @@ __all__ = (
     "half_life_decay",
     "has_updated",
     "hierarchical_adasum_reduce",
+    "image_recipe",
     "interleaved_timings",
     "kernel_counts",
     "label_smoothing_loss",

@@ -93,8 +93,9 @@ class StepPrograms:
         if warmup is not None:
             if state is None:
                 raise ValueError(
-                    "The programs of a sequence-length warm-up depend on the "
-                    "batch: call after the first step or `compile_all`."
+                    "The programs of a sequence-length warm-up or of "
+                    "progressive resizing depend on the batch: call after "
+                    "the first step or `compile_all`."
                 )
             lengths = warmup.bind_batch(
                 batch,
