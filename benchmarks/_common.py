@@ -4,10 +4,10 @@
 JSON results.
 
 Every benchmark compares against the plain Optax step in the same run:
-interleaved repetitions (`boostax.interleaved_timings`: the order
-alternates), medians, and a ratio (`boostax.paired_ratio`), because absolute
-times on shared machines are noise. Costs come from
-`boostax.executable_cost` / `boostax.cost_report`.
+interleaved repetitions (`boostax.measure.interleaved_timings`: the order
+alternates), medians, and a ratio (`boostax.measure.paired_ratio`), because
+absolute times on shared machines are noise. Costs come from
+`boostax.measure.executable_cost` / `boostax.measure.cost_report`.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def step_runner(step, state, batch, steps: int) -> Callable[[], Any]:
     """A function running `steps` train steps from where it last stopped.
 
     ``step(state, batch) -> (state, aux)``; the state carries over between
-    calls, as in training. For `boostax.interleaved_timings`.
+    calls, as in training. For `boostax.measure.interleaved_timings`.
     """
 
     def run_steps():

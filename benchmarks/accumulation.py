@@ -72,7 +72,7 @@ def measure(name, params, grads, k, args) -> dict:
         multi.update, grads[0], multi.init(params), params
     )
     ours_compiled = compiled(ours.update, grads[0], ours.init(params), params)
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         {
             "boostax": cycle_runner(ours, params, grads, k, args.cycles),
             "multisteps": cycle_runner(multi, params, grads, k, args.cycles),
@@ -95,7 +95,7 @@ def measure(name, params, grads, k, args) -> dict:
         "boostax_temp_bytes": ours_memory.temp_size_in_bytes,
         "multisteps_temp_bytes": multi_memory.temp_size_in_bytes,
         "cycle_ms": {n: 1e3 * statistics.median(v) for n, v in samples.items()},
-        "time_ratio": boostax.paired_ratio(
+        "time_ratio": boostax.measure.paired_ratio(
             samples["boostax"], samples["multisteps"]
         ),
     }

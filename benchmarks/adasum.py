@@ -99,10 +99,10 @@ def measure_cost(name: str, mesh, args) -> dict:
         start = time.perf_counter()
         compiled = ts.lower(state, batch).compile()
         compile_seconds = time.perf_counter() - start
-        sent, counts = boostax.collective_bytes(compiled.as_text())
+        sent, counts = boostax.measure.collective_bytes(compiled.as_text())
         per_reduction[reduction] = {
             "compile_seconds": compile_seconds,
-            **boostax.executable_cost(compiled)._asdict(),
+            **boostax.measure.executable_cost(compiled)._asdict(),
             "collective_bytes_per_device": sent,
             "collective_bytes_over_gradient_bytes": sent / param_bytes,
             "collective_ops": counts,
@@ -110,13 +110,13 @@ def measure_cost(name: str, mesh, args) -> dict:
         sharded = ts.data_parallel.shard_batch(batch)
         runs[reduction] = _common.step_runner(compiled, state, sharded, steps)
     print(f"timing {name} ({', '.join(reductions)})", flush=True)
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         runs, repetitions=args.repetitions, steps=steps
     )
     mean = per_reduction["mean"]
     for reduction, r in per_reduction.items():
         r["median_step_ms"] = 1e3 * statistics.median(samples[reduction])
-        r["step_time_ratio_vs_mean"] = boostax.paired_ratio(
+        r["step_time_ratio_vs_mean"] = boostax.measure.paired_ratio(
             samples[reduction], samples["mean"]
         )
         ratios = np.asarray(samples[reduction]) / np.asarray(samples["mean"])

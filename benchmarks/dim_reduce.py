@@ -388,7 +388,7 @@ def measure_step_time(steps_, digits, args) -> dict:
 
         return run_steps
 
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         {name: runner(*pair) for name, pair in steps_.stage2_start.items()},
         repetitions=args.repetitions,
         steps=len(batches),
@@ -396,7 +396,7 @@ def measure_step_time(steps_, digits, args) -> dict:
     return {
         name: {
             "median_step_ms": 1e3 * statistics.median(values),
-            "step_time_ratio_vs_sgd": boostax.paired_ratio(
+            "step_time_ratio_vs_sgd": boostax.measure.paired_ratio(
                 values, samples["sgd"]
             ),
         }

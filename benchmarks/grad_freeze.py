@@ -105,11 +105,13 @@ def measure_depths(plain, arms, workload, args) -> FreezingCost:
         runs[f"schedule_{name}"] = _common.step_runner(
             ts, states[name], batch, args.steps
         )
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         runs, repetitions=args.repetitions, steps=args.steps
     )
     median = {name: statistics.median(v) for name, v in samples.items()}
-    flops = {k: boostax.executable_cost(compiled[k]).flops for k in depths}
+    flops = {
+        k: boostax.measure.executable_cost(compiled[k]).flops for k in depths
+    }
     schedules = {}
     for name, ts in steps.items():
         sequence = ts.freezing.sequence[: workload.total_steps]
@@ -122,20 +124,20 @@ def measure_depths(plain, arms, workload, args) -> FreezingCost:
             freeze_p=FREEZE_P[name],
             fraction_full_steps=float(frequency[0]),
             estimated_speedup=median["plain"] / estimated,
-            measured_speedup=boostax.paired_ratio(
+            measured_speedup=boostax.measure.paired_ratio(
                 samples["plain"], samples[f"schedule_{name}"]
             ),
         )
     return FreezingCost(
         compile_seconds_all_depths=compile_seconds,
         plain_step_ms=1e3 * median["plain"],
-        plain_flops=boostax.executable_cost(plain.step).flops,
+        plain_flops=boostax.measure.executable_cost(plain.step).flops,
         depths={
             str(k): DepthCost(
                 flops=flops[k],
                 flops_ratio=flops[k] / flops[0],
                 median_step_ms=1e3 * median[f"depth_{k}"],
-                step_time_ratio=boostax.paired_ratio(
+                step_time_ratio=boostax.measure.paired_ratio(
                     samples[f"depth_{k}"], samples["depth_0"]
                 ),
             )

@@ -11,9 +11,10 @@ default freezing warm-up (`freeze_warmup_steps`, 1,024 steps). For each:
 - **compile wait**: seconds training waited for compilation, cold, against
   plain Optax's compile of its one step (target: at most 1.5x);
 - **step cost**: each program the run ran timed interleaved with plain
-  Optax's step (`boostax.interleaved_timings`, median of the per-repetition
-  ratios, `budgets.depth_step_costs`), weighted by the run's programs:
-  today's warm-up (``segments``), the warm-up before the segments (the lead,
+  Optax's step (`boostax.measure.interleaved_timings`, median of the
+  per-repetition ratios, `budgets.depth_step_costs`), weighted by the run's
+  programs: today's warm-up (``segments``), the warm-up before the segments (the
+  lead,
   then one warm-up program that computes every gradient: ``one warm-up
   program``) and every depth's own program from the first step
   (``freeze_warmup_steps=0``: ``own programs``);
@@ -72,7 +73,7 @@ _FROM_GROUP = "masked from "
 
 
 def _program_name(key) -> str:
-    """A program's name as `boostax.cost_report` prints it."""
+    """A program's name as `boostax.measure.cost_report` prints it."""
     if key == WARMUP_PROGRAM:
         return "warm-up"
     if isinstance(key, str) and key.startswith(_FROM_GROUP):

@@ -105,7 +105,7 @@ class VariantCost:
     the full model's, their ratios to the full model's."""
 
     median_step_ms: float
-    cost: boostax.ExecutableCost
+    cost: boostax.measure.ExecutableCost
     flops_ratio: float | None = None
     bytes_accessed_ratio: float | None = None
     step_time_ratio: float | None = None
@@ -128,7 +128,7 @@ class VariantCost:
 def measure_cost_and_time(
     variants, variables, batch, args
 ) -> dict[str, VariantCost]:
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         {
             v.name: _common.step_runner(
                 v.step, v.init(variables), batch, args.steps
@@ -138,7 +138,7 @@ def measure_cost_and_time(
         repetitions=args.repetitions,
         steps=args.steps,
     )
-    costs = {v.name: boostax.executable_cost(v.step) for v in variants}
+    costs = {v.name: boostax.measure.executable_cost(v.step) for v in variants}
     full = costs["full"]
     result = {"full": VariantCost(_median_ms(samples["full"]), full)}
     for name, cost in costs.items():
@@ -148,7 +148,7 @@ def measure_cost_and_time(
                 cost,
                 flops_ratio=cost.flops / full.flops,
                 bytes_accessed_ratio=cost.bytes_accessed / full.bytes_accessed,
-                step_time_ratio=boostax.paired_ratio(
+                step_time_ratio=boostax.measure.paired_ratio(
                     samples[name], samples["full"]
                 ),
             )

@@ -53,9 +53,11 @@ def main(argv=None) -> dict:
         )
         state = ts.init(variables)
         compiled = ts.lower(state, batch).compile()
-        flops[name] = boostax.executable_cost(compiled)._asdict()["flops"]
+        flops[name] = boostax.measure.executable_cost(compiled)._asdict()[
+            "flops"
+        ]
         runs[name] = _common.step_runner(compiled, state, batch, args.steps)
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         runs, repetitions=args.repetitions, steps=args.steps
     )
     result = {
@@ -67,10 +69,12 @@ def main(argv=None) -> dict:
             n: 1e3 * statistics.median(v) for n, v in samples.items()
         },
         "flops": flops,
-        "ratio_dynamic": boostax.paired_ratio(
+        "ratio_dynamic": boostax.measure.paired_ratio(
             samples["dynamic"], samples["none"]
         ),
-        "ratio_group": boostax.paired_ratio(samples["group"], samples["none"]),
+        "ratio_group": boostax.measure.paired_ratio(
+            samples["group"], samples["none"]
+        ),
         "target": TARGET,
     }
     result["meets_target"] = (

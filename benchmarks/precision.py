@@ -6,7 +6,7 @@ For each workload and precision policy (`boostax.precision_policy`), against
 float32 in the same run:
 
 - **saved activations**: the bytes the backward pass keeps, by dtype, read
-  from the step's jaxpr (`boostax.step_bytes`) -- backend-independent;
+  from the step's jaxpr (`boostax.measure.step_bytes`) -- backend-independent;
 - **collective bytes** of the step lowered for an 8-device mesh, gradients
   averaged in float32 and in the compute dtype (`reduce_dtype`);
 - **compute dtypes** of every convolution and matmul of the step;
@@ -227,7 +227,7 @@ def _static_row(workload, policy, variables, batch, mesh) -> dict[str, Any]:
     """The static figures of one policy."""
     ts = _train_step(workload, policy)
     state = ts.init(variables)
-    found = boostax.step_bytes(ts, state, batch)
+    found = boostax.measure.step_bytes(ts, state, batch)
     row = {
         "saved_activation_bytes": found.saved_activation_bytes,
         "saved_by_dtype": found.saved_by_dtype,
@@ -249,7 +249,7 @@ def _static_row(workload, policy, variables, batch, mesh) -> dict[str, Any]:
         dp = _train_step(
             workload, dp_policy, data_parallel=boostax.DataParallel(mesh)
         )
-        row[f"collective_bytes_reduce_{reduce}"] = boostax.step_bytes(
+        row[f"collective_bytes_reduce_{reduce}"] = boostax.measure.step_bytes(
             dp, dp.init(variables), batch
         ).collective_bytes
     return row
@@ -337,15 +337,15 @@ def device_figures(workload, policies, static, args) -> dict[str, Any]:
         ts = _train_step(workload, policy)
         state = ts.init(workload.variables(0))
         compiled = ts.lower(state, batch).compile()
-        memory[name] = boostax.executable_cost(compiled).temp_bytes
+        memory[name] = boostax.measure.executable_cost(compiled).temp_bytes
         runs[name] = _common.step_runner(compiled, state, batch, args.steps)
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         runs, repetitions=args.repetitions, steps=args.steps
     )
     return {
         name: {
             "median_step_ms": 1e3 * statistics.median(samples[name]),
-            "step_time_ratio": boostax.paired_ratio(
+            "step_time_ratio": boostax.measure.paired_ratio(
                 samples[name], samples["float32"]
             ),
             "temp_bytes": memory[name],

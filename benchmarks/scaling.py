@@ -14,7 +14,7 @@ run:
   within each node of D devices, the optimizer's updates AdaSum'd across
   nodes), its step with nothing frozen and, unless ``--quick``, every
   freeze depth weighted by how often the freezing sequence runs it
-  (`boostax.cost_report`);
+  (`boostax.measure.cost_report`);
 - ``sharded``: the mean step with the optimizer state split over the
   devices, ``boostax.DataParallel(mesh, shard_optimizer_state=True)``
   (ZeRO-1: gradients reduce-scattered, each device updating its slice,
@@ -35,9 +35,10 @@ of the step in the dtype the forward reads each leaf in; the rows add the
 bytes per collective (``bytes_by_op``), and are written to
 ``scaling_zero1_<dtype>.json``.
 
-Per step and device: the bytes sent in collectives (`boostax.collective_bytes`
-on the compiled HLO), split by the replica groups (source-target pairs for a
-``collective-permute``) into collectives within a node, collectives across
+Per step and device: the bytes sent in collectives
+(`boostax.measure.collective_bytes` on the compiled HLO), split by the replica
+groups (source-target pairs for a ``collective-permute``) into collectives
+within a node, collectives across
 nodes (one device per node in each group) and collectives spanning nodes
 with several devices of a node in a group (a flat all-reduce: how many of
 its bytes leave a node depends on the algorithm NCCL or the TPU runtime
@@ -155,8 +156,8 @@ _PAIRS = re.compile(r"source_target_pairs=\{(\{\d+,\d+\}(?:,\{\d+,\d+\})*)\}")
 def split_bytes(hlo: str, num_devices: int, per_node: int) -> dict:
     """Bytes per device in the collectives of `hlo`, by where they go.
 
-    Each collective's bytes are `boostax.collective_bytes` of its line, so
-    the parts add up to `boostax.collective_bytes(hlo)`. A
+    Each collective's bytes are `boostax.measure.collective_bytes` of its
+    line, so the parts add up to `boostax.measure.collective_bytes(hlo)`. A
     ``collective-permute``'s are split by the share of its source-target
     pairs within and across nodes.
 
@@ -167,7 +168,7 @@ def split_bytes(hlo: str, num_devices: int, per_node: int) -> dict:
     parts = {"within_node": 0.0, "across_nodes": 0.0, "spanning_nodes": 0.0}
     collectives = {}
     for line in hlo.splitlines():
-        sent, counts = boostax.collective_bytes(line)
+        sent, counts = boostax.measure.collective_bytes(line)
         if not counts:
             continue
         for op, n in counts.items():
@@ -180,7 +181,7 @@ def split_bytes(hlo: str, num_devices: int, per_node: int) -> dict:
             parts["across_nodes"] += sent * across / len(pairs)
             parts["within_node"] += sent * (len(pairs) - across) / len(pairs)
             continue
-        groups = boostax.replica_groups(line) or [range(num_devices)]
+        groups = boostax.measure.replica_groups(line) or [range(num_devices)]
         nodes = [[d // per_node for d in g] for g in groups]
         if all(len(set(g)) <= 1 for g in nodes):
             parts["within_node"] += sent
@@ -188,7 +189,7 @@ def split_bytes(hlo: str, num_devices: int, per_node: int) -> dict:
             parts["across_nodes"] += sent
         else:
             parts["spanning_nodes"] += sent
-    total = boostax.collective_bytes(hlo)[0]
+    total = boostax.measure.collective_bytes(hlo)[0]
     return {"total": total, **parts, "collectives": collectives}
 
 
@@ -261,7 +262,7 @@ def measure(name: str, nodes: int, per_node: int, args) -> dict:
         first = boosted.lower(state, batch).compile()
         o2["nothing_frozen"] = split_bytes(first.as_text(), devices, per_node)
     else:
-        report = boostax.cost_report(
+        report = boostax.measure.cost_report(
             boosted, state, batch, baseline=plain_compiled
         )
         compiled = boosted.compile_all(state, batch)
@@ -523,7 +524,7 @@ def _bytes_by_op(hlo: str) -> dict[str, float]:
     """``{collective: bytes per device}`` of `hlo`."""
     by_op: dict[str, float] = {}
     for line in hlo.splitlines():
-        sent, counts = boostax.collective_bytes(line)
+        sent, counts = boostax.measure.collective_bytes(line)
         for op in counts:
             by_op[op] = by_op.get(op, 0.0) + sent
     return by_op
@@ -560,7 +561,7 @@ def measure_zero1(name: str, optimizer_name: str, devices: int, args) -> dict:
                 raise
             arms[arm] = {"refused": str(refused)}
             continue
-        per_device = boostax.state_bytes_per_device(state)
+        per_device = boostax.measure.state_bytes_per_device(state)
         initial = jax.device_get(state.params)
         for batch in batches:
             state, _ = step(state, batch)

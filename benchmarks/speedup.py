@@ -10,7 +10,7 @@ mode), against the hand-written Optax + Flax step, in the same run (see
   more often; hardware-independent), median and min-max;
 - **steady-state step cost**: interleaved step-time ratio (median and
   quartiles of the per-repetition ratios), with the FLOPs and bytes ratios
-  of `boostax.cost_report`, weighted over the freezing sequence;
+  of `boostax.measure.cost_report`, weighted over the freezing sequence;
 - **compile**: the seconds training waited (freeze depths compile in
   background threads), and the break-even training length;
 - **speed-up** = (plain steps x plain step time) / (level steps x level step
@@ -136,7 +136,7 @@ class WorkloadResult:
 
     Attributes:
       summary: per arm, in the order trained.
-      cost_reports: per arm, `boostax.CostReport.as_dict`.
+      cost_reports: per arm, `boostax.measure.CostReport.as_dict`.
       runs: per arm, each seed's run (`_run_record`).
       compilation: ``None`` when not measured (left out of the JSON).
     """
@@ -813,8 +813,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument(
         "--accelerator",
-        default=boostax.ACCELERATORS["NVIDIA H200"].name,
-        choices=sorted(boostax.ACCELERATORS),
+        default=boostax.measure.ACCELERATORS["NVIDIA H200"].name,
+        choices=sorted(boostax.measure.ACCELERATORS),
         help="the accelerator of the roofline projection",
     )
     parser.add_argument(
@@ -1032,7 +1032,7 @@ def main(argv=None) -> dict:
     )
     for check, met in checks.items():
         print(f"target {check}: {'met' if met else 'MISSED'}")
-    accelerator = boostax.ACCELERATORS[args.accelerator]
+    accelerator = boostax.measure.ACCELERATORS[args.accelerator]
     if not args.budgets:
         print(speedup.legend(accelerator.name))
     workloads = {name: r.as_dict() for name, r in results.items()}

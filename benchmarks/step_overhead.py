@@ -12,7 +12,7 @@ as on an accelerator) to compute-bound:
 
 Each is timed as a training loop runs: blocks of N calls back to back,
 blocking only at the end of a block, the arms interleaved
-(`boostax.interleaved_timings`, order alternating), median and quartiles
+(`boostax.measure.interleaved_timings`, order alternating), median and quartiles
 over the blocks. The arms:
 
 - ``plain`` / ``plain donated``: the hand-written Optax + Flax step
@@ -271,7 +271,7 @@ def quartiles_us(samples) -> list[float]:
 def thread_cpu_timings(
     runs: dict[str, Callable[[], Any]], *, repetitions: int, steps: int
 ) -> dict[str, list[float]]:
-    """Like `boostax.interleaved_timings`, in this thread's CPU seconds
+    """Like `boostax.measure.interleaved_timings`, in this thread's CPU seconds
     (``time.thread_time``) per step: the host work of each call, which
     other processes on a shared machine do not inflate as they do wall
     time."""
@@ -324,7 +324,7 @@ def time_case(case: Case, args) -> dict[str, Any]:
     # The warm-up block, the timed blocks (wall and CPU time) and a spare.
     calls = (2 * args.repetitions + 2) * steps
     runs, parts = runners(case, steps, calls)
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         runs, repetitions=args.repetitions, steps=steps
     )
     cpu = thread_cpu_timings(
@@ -357,13 +357,13 @@ def time_case(case: Case, args) -> dict[str, Any]:
     target = TARGET_RATIO[case.name]
     donated = ratios["O0 donated / plain donated"][1]
     costs = {
-        "plain": boostax.executable_cost(
+        "plain": boostax.measure.executable_cost(
             parts["plain"].lower(parts["plain_state"], case.batch).compile()
         ),
-        "O0": boostax.executable_cost(parts["O0 program"]),
+        "O0": boostax.measure.executable_cost(parts["O0 program"]),
     }
     o1_kernels = {
-        str(depth): boostax.kernel_counts(program.as_text())
+        str(depth): boostax.measure.kernel_counts(program.as_text())
         for depth, program in parts["O1 programs"].items()
     }
     meets = {

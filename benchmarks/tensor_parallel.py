@@ -9,8 +9,8 @@ The model is `boostax.examples.flax_lm1b_models.TransformerLM` with
 annotates them), its layouts mapped by ``LOGICAL_AXIS_RULES``. For each
 layout the step is compiled, nothing is run: the bytes each device sends
 per step in the compiled program's collectives
-(`boostax.collective_bytes`), and the params and optimizer state each
-device holds (`boostax.state_bytes_per_device`), against the replicated
+(`boostax.measure.collective_bytes`), and the params and optimizer state each
+device holds (`boostax.measure.state_bytes_per_device`), against the replicated
 data-parallel step (row ``data 8``). Tests: tests/jit_engine_lm1b_test.py
 (the same layouts train as one device).
 
@@ -86,8 +86,8 @@ def measure(layout, config, boxed, batch) -> dict:
     variables = boxed if rules else nn.meta.unbox(boxed)
     state = ts.init(variables, rng=jax.random.key(3))
     program = ts.compile_all(state, batch)[None]
-    sent, counts = boostax.collective_bytes(program.compiled.as_text())
-    held = boostax.state_bytes_per_device(state)
+    sent, counts = boostax.measure.collective_bytes(program.compiled.as_text())
+    held = boostax.measure.state_bytes_per_device(state)
     return {
         "layout": name,
         "mesh": dict(zip(axes, shape, strict=True)),

@@ -15,11 +15,12 @@ benchmark measures the levels (`benchmarks/speedup.py`):
   plain Optax's median validation loss at ``--target-fraction`` (80%) of
   its budget. Median and min-max over the seeds; misses counted.
 - **step cost**: interleaved repetitions against plain Optax
-  (`boostax.interleaved_timings`), each arm walking its whole training
+  (`boostax.measure.interleaved_timings`), each arm walking its whole training
   sequence once (so a freezing schedule's every depth is timed in its
   share): the ratio of total times, and the median and quartiles of the
-  per-repetition ratios; FLOPs and bytes ratios from `boostax.cost_report`
-  (weighted over a freezing sequence); compile seconds.
+  per-repetition ratios; FLOPs and bytes ratios from
+  `boostax.measure.cost_report` (weighted over a freezing sequence); compile
+  seconds.
 - **bitwise**: whether each seed's final params equal plain Optax's bit for
   bit (O0 must).
 
@@ -436,7 +437,7 @@ def step_costs(arms, workload, *, repetitions: int) -> dict[str, dict]:
         arm.name: _common.step_runner(arm.step, arm.init(0), batch, steps)
         for arm in arms
     }
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         runs, repetitions=repetitions, steps=steps, warmup=False
     )
     reference = samples[arms[0].name]
@@ -698,7 +699,7 @@ def main(argv=None) -> dict:
     for arm in arms[1:]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # said once, when built
-            reports[arm.name] = boostax.cost_report(
+            reports[arm.name] = boostax.measure.cost_report(
                 arm.train_step,
                 arm.init(0),
                 batch,

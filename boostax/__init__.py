@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """boostax: MindSpore's training-acceleration algorithms for JAX and Optax."""
 
-# MindSpore's object API (AutoBoost, the cells, ...) has a namespace of its
-# own, so that its names never clash with the functional API's.
+# Measuring a step (its costs, bytes and timing) has a namespace of its own,
+# `boostax.measure`: a training script needs none of it. MindSpore's object
+# API (AutoBoost, the cells, ...) has one too, so that its names never clash
+# with the functional API's.
+from boostax import measure as measure
 from boostax import mindspore as mindspore
-from boostax._src.accelerators import ACCELERATORS as ACCELERATORS
-from boostax._src.accelerators import Accelerator as Accelerator
 from boostax._src.accumulation import (
     GradientAccumulationState as GradientAccumulationState,
 )
@@ -63,14 +64,10 @@ from boostax._src.config_sections import (
 from boostax._src.config_sections import (
     WeightAveragingSection as WeightAveragingSection,
 )
-from boostax._src.cost import CostReport as CostReport
-from boostax._src.cost import cost_report as cost_report
 from boostax._src.data_parallel import DataParallel as DataParallel
 from boostax._src.data_parallel import node_mesh as node_mesh
 from boostax._src.dim_reduce import DimReduceState as DimReduceState
 from boostax._src.dim_reduce import dim_reduce as dim_reduce
-from boostax._src.executable_cost import ExecutableCost as ExecutableCost
-from boostax._src.executable_cost import executable_cost as executable_cost
 from boostax._src.executables import Executables as Executables
 from boostax._src.fan_in import CentralizationReport as CentralizationReport
 from boostax._src.fan_in import CentralizedLeaf as CentralizedLeaf
@@ -104,7 +101,6 @@ from boostax._src.freeze_sequence import (
 )
 from boostax._src.freezing import FreezeState as FreezeState
 from boostax._src.freezing import Freezing as Freezing
-from boostax._src.hlo_kernels import kernel_counts as kernel_counts
 from boostax._src.label_smoothing import (
     label_smoothing_loss as label_smoothing_loss,
 )
@@ -157,27 +153,15 @@ from boostax._src.snapshots import Trajectory as Trajectory
 from boostax._src.snapshots import flatten_params as flatten_params
 from boostax._src.snapshots import load_trajectory as load_trajectory
 from boostax._src.snapshots import save_snapshot as save_snapshot
-from boostax._src.state_bytes import (
-    state_bytes_per_device as state_bytes_per_device,
-)
 from boostax._src.step_builder import StepBuilder as StepBuilder
-from boostax._src.step_bytes import SavedActivations as SavedActivations
-from boostax._src.step_bytes import StepBytes as StepBytes
-from boostax._src.step_bytes import collective_bytes as collective_bytes
-from boostax._src.step_bytes import compute_dtypes as compute_dtypes
-from boostax._src.step_bytes import replica_groups as replica_groups
-from boostax._src.step_bytes import saved_activations as saved_activations
 from boostax._src.step_factory import make_train_step as make_train_step
 from boostax._src.step_plan import StepPlan as StepPlan
 from boostax._src.test_time_flips import (
     predict_with_flips as predict_with_flips,
 )
-from boostax._src.timing import interleaved_timings as interleaved_timings
-from boostax._src.timing import paired_ratio as paired_ratio
 from boostax._src.train_step import AlgorithmStates as AlgorithmStates
 from boostax._src.train_step import TrainState as TrainState
 from boostax._src.train_step import TrainStep as TrainStep
-from boostax._src.train_step_bytes import step_bytes as step_bytes
 from boostax._src.trajectory import pca_matrix as pca_matrix
 from boostax._src.weight_averaging import (
     AverageParamsState as AverageParamsState,
@@ -190,9 +174,7 @@ from boostax._src.weighted_loss import WeightedLoss as WeightedLoss
 __version__ = "0.1.0.dev0"
 
 __all__ = (
-    "ACCELERATORS",
     "ALGORITHMS",
-    "Accelerator",
     "AdaSumState",
     "AlgorithmNotImplementedError",
     "AlgorithmStates",
@@ -202,13 +184,11 @@ __all__ = (
     "CentralizationReport",
     "CentralizedLeaf",
     "CommonSection",
-    "CostReport",
     "DataParallel",
     "DataParallelSection",
     "DimReduceSection",
     "DimReduceState",
     "DynamicLossScale",
-    "ExecutableCost",
     "Executables",
     "FNHead",
     "FreezeOutState",
@@ -237,12 +217,10 @@ __all__ = (
     "ProgressiveResizing",
     "ProgressiveResizingSection",
     "RemovedBatchNorm",
-    "SavedActivations",
     "SeqLenWarmup",
     "SeqLenWarmupSection",
     "StaticLossScale",
     "StepBuilder",
-    "StepBytes",
     "StepPlan",
     "TrainState",
     "TrainStep",
@@ -259,12 +237,8 @@ __all__ = (
     "averaged_params",
     "boost_config",
     "centralize_gradients",
-    "collective_bytes",
-    "compute_dtypes",
-    "cost_report",
     "dim_reduce",
     "enhanced_amp",
-    "executable_cost",
     "explained_variance_ratio",
     "flatten_params",
     "from_flax_train_state",
@@ -278,8 +252,6 @@ __all__ = (
     "has_updated",
     "hierarchical_adasum_reduce",
     "image_recipe",
-    "interleaved_timings",
-    "kernel_counts",
     "label_smoothing_loss",
     "less_bn",
     "less_bn_report",
@@ -288,7 +260,6 @@ __all__ = (
     "make_objective",
     "make_train_step",
     "node_mesh",
-    "paired_ratio",
     "pca_components",
     "pca_matrix",
     "precision_policy",
@@ -296,17 +267,13 @@ __all__ = (
     "progressive_freeze_steps",
     "progressive_resizing",
     "recipe",
-    "replica_groups",
     "resize_images",
     "save_pca_matrix",
     "save_snapshot",
-    "saved_activations",
     "scale_by_freeze_out",
     "seq_len_warmup",
     "smooth_labels",
     "split_parameters_groups",
-    "state_bytes_per_device",
-    "step_bytes",
     "text_recipe",
     "to_flax_train_state",
     "truncate_sequence",
@@ -316,3 +283,20 @@ __all__ = (
 # Keeps the private package out of the public namespace: importing its
 # modules above bound `_src` here, unseen by ruff and mypy.
 del _src  # type: ignore[name-defined]  # noqa: F821
+
+# Names that moved to `boostax.measure`: still read here for one release.
+_MOVED_TO_MEASURE = frozenset(measure.__all__)
+
+
+def __getattr__(name: str):
+    if name in _MOVED_TO_MEASURE:
+        import warnings
+
+        warnings.warn(
+            f"`boostax.{name}` moved to `boostax.measure.{name}`; the old "
+            "spelling will be removed in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(measure, name)
+    raise AttributeError(f"module 'boostax' has no attribute {name!r}")

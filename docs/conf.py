@@ -123,11 +123,12 @@ def _skip_namedtuple_field(app, what, name, obj, skip, options):
 def _check_api_complete(app, env):
     """Fails the build (-W) when a public name is undocumented.
 
-    The public names: those of `boostax.__all__` and of
+    The public names: those of `boostax.__all__`, of
+    `boostax.measure.__all__` (measuring a step) and of
     `boostax.mindspore.__all__` (MindSpore's object API).
     """
     documented = env.domains["py"].objects
-    for module in (boostax, boostax.mindspore):
+    for module in (boostax, boostax.measure, boostax.mindspore):
         prefix = module.__name__
         missing = [
             n for n in module.__all__ if f"{prefix}.{n}" not in documented

@@ -326,7 +326,7 @@ class AdaSumReduceTest(parameterized.TestCase):
             P("data"),
         )
         hlo = fn.lower(x).compile().as_text()
-        sent, counts = boostax.collective_bytes(hlo)
+        sent, counts = boostax.measure.collective_bytes(hlo)
         # Vector halving, distance doubling: 3 half-exchanges, 3 x (1 + 2)
         # butterflies of per-leaf scalars, one all-gather, one all-reduce
         # (the scalar leaf's mean).

@@ -106,7 +106,7 @@ _TABLE = [
     (
         "interleaved_timings",
         "warmup",
-        lambda v: boostax.interleaved_timings(
+        lambda v: boostax.measure.interleaved_timings(
             {"a": lambda: None}, repetitions=1, steps=1, warmup=v
         ),
         BAD_BOOLS,
@@ -287,7 +287,7 @@ _TABLE = [
     (
         "interleaved_timings",
         "repetitions",
-        lambda v: boostax.interleaved_timings(
+        lambda v: boostax.measure.interleaved_timings(
             {"a": lambda: None}, repetitions=v, steps=1
         ),
         BAD_COUNTS,
@@ -295,7 +295,7 @@ _TABLE = [
     (
         "interleaved_timings",
         "steps",
-        lambda v: boostax.interleaved_timings(
+        lambda v: boostax.measure.interleaved_timings(
             {"a": lambda: None}, repetitions=1, steps=v
         ),
         BAD_COUNTS,
@@ -604,25 +604,25 @@ _TABLE = [
     (
         "Accelerator",
         "peak_flops",
-        lambda v: boostax.Accelerator("chip", v, 1e9, "made up"),
+        lambda v: boostax.measure.Accelerator("chip", v, 1e9, "made up"),
         BAD_POSITIVE_NUMBERS,
     ),
     (
         "Accelerator",
         "peak_bytes_per_second",
-        lambda v: boostax.Accelerator("chip", 1e12, v, "made up"),
+        lambda v: boostax.measure.Accelerator("chip", 1e12, v, "made up"),
         BAD_POSITIVE_NUMBERS,
     ),
     (
         "paired_ratio",
         "numerator",
-        lambda v: boostax.paired_ratio([1.0, v], [1.0, 1.0]),
+        lambda v: boostax.measure.paired_ratio([1.0, v], [1.0, 1.0]),
         tuple(c for c in BAD_NUMBERS if c[1] is not None),
     ),
     (
         "paired_ratio",
         "denominator",
-        lambda v: boostax.paired_ratio([1.0, 1.0], [1.0, v]),
+        lambda v: boostax.measure.paired_ratio([1.0, 1.0], [1.0, v]),
         tuple(c for c in BAD_POSITIVE_NUMBERS if c[1] is not None),
     ),
     (
@@ -689,7 +689,9 @@ _TABLE = [
     (
         "interleaved_timings",
         "runs",
-        lambda v: boostax.interleaved_timings(v, repetitions=1, steps=1),
+        lambda v: boostax.measure.interleaved_timings(
+            v, repetitions=1, steps=1
+        ),
         (
             ("list", [lambda: None], TypeError),
             ("not_callable", {"a": 1}, TypeError),
@@ -704,31 +706,33 @@ _TABLE = [
     (
         "collective_bytes",
         "hlo",
-        lambda v: boostax.collective_bytes(v),
+        lambda v: boostax.measure.collective_bytes(v),
         (("int", 1, TypeError), ("bytes", b"hlo", TypeError)),
     ),
     (
         "kernel_counts",
         "hlo",
-        lambda v: boostax.kernel_counts(v),
+        lambda v: boostax.measure.kernel_counts(v),
         (("int", 1, TypeError), ("no_entry", "HloModule m", ValueError)),
     ),
     (
         "executable_cost",
         "compiled",
-        lambda v: boostax.executable_cost(v),
+        lambda v: boostax.measure.executable_cost(v),
         (("str", "hlo", TypeError),),
     ),
     (
         "cost_report",
         "train_step",
-        lambda v: boostax.cost_report(v, None, None),
+        lambda v: boostax.measure.cost_report(v, None, None),
         (("int", 1, TypeError),),
     ),
     (
         "ExecutableCost",
         "temp_bytes",
-        lambda v: boostax.ExecutableCost(1.0, 1.0, v, 0, 0, 0.0, {}, 0, {}),
+        lambda v: boostax.measure.ExecutableCost(
+            1.0, 1.0, v, 0, 0, 0.0, {}, 0, {}
+        ),
         BAD_TYPES_FOR_INTS,
     ),
     (
@@ -871,10 +875,12 @@ class ArgumentsTest(parameterized.TestCase):
         boostax.GroupLossScale(np.array([1.0, 2.0]), [["a"], ["b"]])
         boostax.GroupLossScale(np.float32(4.0), {"a": 0, "b": np.int32(1)})
         boostax.generate_freeze_index_sequence(np.int64(4), 1, 0.5, 10)
-        boostax.paired_ratio(np.array([1.0, 2.0]), (1.0, 1.0))
+        boostax.measure.paired_ratio(np.array([1.0, 2.0]), (1.0, 1.0))
         boostax.centralize_gradients({"w": True, "b": np.bool_(False)})
         boost.FreezeOpt(SGD, [["w"], ["b"]], np.array([0, 1, 1]))
-        self.assertEqual(boostax.Accelerator("chip", 1, 2, "").peak_flops, 1.0)
+        self.assertEqual(
+            boostax.measure.Accelerator("chip", 1, 2, "").peak_flops, 1.0
+        )
 
 
 class ValidationTest(parameterized.TestCase):

@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax.cost_report`, the cost reader and the timer."""
+"""Tests for `boostax.measure.cost_report`, the cost reader and the timer."""
 
 import json
 
@@ -57,7 +57,7 @@ class CollectiveBytesTest(absltest.TestCase):
                 "use_global_device_ids=true, to_apply=%add",
             ]
         )
-        sent, counts = boostax.collective_bytes(hlo)
+        sent, counts = boostax.measure.collective_bytes(hlo)
         expected = (
             2 * 400 * 3 / 4  # all-reduce, ring, 4 devices
             + 64 * 3 / 4  # all-gather of 64 bytes over groups of 4
@@ -195,7 +195,7 @@ ENTRY %main.7 (x: f32[4], k: pred[]) -> (f32[4], f32[4]) {
 class KernelCountsTest(absltest.TestCase):
     def test_rules(self):
         self.assertEqual(
-            boostax.kernel_counts(KERNELS_HLO),
+            boostax.measure.kernel_counts(KERNELS_HLO),
             {
                 "all-reduce-start": 1,  # not its -done half
                 "compare": 1,  # the loop's condition, once
@@ -213,9 +213,10 @@ class KernelCountsTest(absltest.TestCase):
         )
         # The returned input is copied into a new buffer (not donated).
         self.assertEqual(
-            boostax.kernel_counts(compiled.as_text()), {"copy": 1, "fusion": 1}
+            boostax.measure.kernel_counts(compiled.as_text()),
+            {"copy": 1, "fusion": 1},
         )
-        cost = boostax.executable_cost(compiled)
+        cost = boostax.measure.executable_cost(compiled)
         self.assertEqual(cost.kernels, 2)
         self.assertEqual(cost.kernel_kinds, {"copy": 1, "fusion": 1})
 
@@ -227,7 +228,7 @@ class ExecutableCostTest(absltest.TestCase):
             .lower(jnp.ones((8, 16)), jnp.ones((16, 4)))
             .compile()
         )
-        cost = boostax.executable_cost(compiled)
+        cost = boostax.measure.executable_cost(compiled)
         self.assertEqual(cost.flops, 2 * 8 * 16 * 4)
         self.assertEqual(cost.argument_bytes, 4 * (8 * 16 + 16 * 4))
         self.assertEqual(cost.output_bytes, 4 * 8 * 4)
@@ -238,7 +239,7 @@ class CostReportTest(absltest.TestCase):
     def test_o1_weighted_over_the_sequence(self):
         # The first 10 of the 50 planned steps run the warm-up program.
         ts, state, batch = _resnet_o1(warmup=10)
-        report = boostax.cost_report(ts, state, batch)
+        report = boostax.measure.cost_report(ts, state, batch)
         self.assertEqual(
             sorted(report.executables),
             ["depth 0", "depth 1", "depth 2", "plain", "warm-up"],
@@ -302,7 +303,7 @@ class CostReportTest(absltest.TestCase):
         state = ts.init(
             model.init(jax.random.PRNGKey(0), digits.x_train[:1], train=False)
         )
-        report = boostax.cost_report(
+        report = boostax.measure.cost_report(
             ts, state, (digits.x_train[:8], digits.y_train[:8])
         )
         self.assertEqual(sorted(report.executables), ["plain", "step"])
@@ -333,7 +334,7 @@ class CostReportTest(absltest.TestCase):
             model=module,
             loss=models.cross_entropy,
         )
-        report = boostax.cost_report(ts, ts.init(module), batch)
+        report = boostax.measure.cost_report(ts, ts.init(module), batch)
         self.assertEqual(report.ratios["flops"], 1.0)
 
         def loss_fn(w, batch):
@@ -341,7 +342,7 @@ class CostReportTest(absltest.TestCase):
 
         fn = boostax.auto_boost("O0", optimizer=optax.sgd(0.1), loss_fn=loss_fn)
         state = fn.init(jnp.zeros((64,)))
-        report = boostax.cost_report(
+        report = boostax.measure.cost_report(
             fn, state, (digits.x_train[:8], jnp.ones(8))
         )
         self.assertEqual(report.ratios["flops"], 1.0)
@@ -367,7 +368,7 @@ class CostReportTest(absltest.TestCase):
             mesh=mesh,
         )
         state = ts.init(model.init(jax.random.PRNGKey(0), digits.x_train[:1]))
-        report = boostax.cost_report(
+        report = boostax.measure.cost_report(
             ts, state, (digits.x_train[:32], digits.y_train[:32])
         )
         plain = report.executables["plain"]
@@ -383,27 +384,29 @@ class CostReportTest(absltest.TestCase):
     def test_explicit_baseline_and_errors(self):
         ts, state, batch = _resnet_o1()
         with self.assertRaisesRegex(ValueError, "`accelerator` must be one"):
-            boostax.cost_report(ts, state, batch, accelerator="GPU")
+            boostax.measure.cost_report(ts, state, batch, accelerator="GPU")
         with self.assertRaisesRegex(TypeError, "`accelerator` must be"):
-            boostax.cost_report(ts, state, batch, accelerator=1.0)
+            boostax.measure.cost_report(ts, state, batch, accelerator=1.0)
         with self.assertRaisesRegex(ValueError, "`baseline_state` together"):
-            boostax.cost_report(ts, state, batch, baseline=ts)
+            boostax.measure.cost_report(ts, state, batch, baseline=ts)
         plain = boostax.make_train_step(
             optax.sgd(0.1), loss_fn=lambda w, b: jnp.sum(w**2)
         )
         with self.assertRaisesRegex(ValueError, "no recipe"):
-            boostax.cost_report(plain, plain.init(jnp.ones(3)), batch)
+            boostax.measure.cost_report(plain, plain.init(jnp.ones(3)), batch)
         # A compiled baseline needs no state; its compile time is unknown.
         compiled = ts.lower(state, batch, 0).compile()
-        report = boostax.cost_report(ts, state, batch, baseline=compiled)
+        report = boostax.measure.cost_report(
+            ts, state, batch, baseline=compiled
+        )
         self.assertAlmostEqual(
             report.ratios["flops"] * compiled.cost_analysis()["flops"],
             report.weighted["flops"],
             places=1,
         )
         self.assertNotIn("plain", report.compile_seconds)
-        custom = boostax.Accelerator("chip", 1e12, 1e9, "made up")
-        report = boostax.cost_report(
+        custom = boostax.measure.Accelerator("chip", 1e12, 1e9, "made up")
+        report = boostax.measure.cost_report(
             ts, state, batch, baseline=compiled, accelerator=custom
         )
         self.assertEqual(report.accelerator, custom)
@@ -416,13 +419,17 @@ class TimingTest(absltest.TestCase):
             "a": lambda: calls.append("a"),
             "b": lambda: calls.append("b"),
         }
-        samples = boostax.interleaved_timings(runs, repetitions=3, steps=2)
+        samples = boostax.measure.interleaved_timings(
+            runs, repetitions=3, steps=2
+        )
         self.assertEqual(calls, ["a", "b", "a", "b", "b", "a", "a", "b"])
         self.assertEqual([len(v) for v in samples.values()], [3, 3])
         self.assertTrue(all(t >= 0 for v in samples.values() for t in v))
-        self.assertEqual(boostax.paired_ratio([2.0, 4.0, 9.0], [1.0] * 3), 4.0)
+        self.assertEqual(
+            boostax.measure.paired_ratio([2.0, 4.0, 9.0], [1.0] * 3), 4.0
+        )
         with self.assertRaisesRegex(ValueError, "`repetitions` must be"):
-            boostax.interleaved_timings(runs, repetitions=0, steps=1)
+            boostax.measure.interleaved_timings(runs, repetitions=0, steps=1)
 
 
 if __name__ == "__main__":

@@ -74,9 +74,11 @@ class DocsTest(absltest.TestCase):
         for path in glob.glob(os.path.join(self.html, "api", "*.html")):
             with open(path, encoding="utf-8") as f:
                 api += f.read()
-        names = [f"boostax.{n}" for n in boostax.__all__] + [
-            f"boostax.mindspore.{n}" for n in boostax.mindspore.__all__
-        ]
+        names = (
+            [f"boostax.{n}" for n in boostax.__all__]
+            + [f"boostax.measure.{n}" for n in boostax.measure.__all__]
+            + [f"boostax.mindspore.{n}" for n in boostax.mindspore.__all__]
+        )
         for name in names:
             # The object's entry, then its description: a paragraph of text.
             entry = re.search(

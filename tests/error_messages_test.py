@@ -100,7 +100,9 @@ class NoStateTest(absltest.TestCase):
             "at_depth": lambda: step.at_depth(None)(None, (X, Y)),
             "call": lambda: step(None, (X, Y)),
             "trace": lambda: step.trace(None, (X, Y)),
-            "step_bytes": lambda: boostax.step_bytes(step, None, (X, Y)),
+            "step_bytes": lambda: boostax.measure.step_bytes(
+                step, None, (X, Y)
+            ),
         }
         for name, call in calls.items():
             with self.subTest(name), self.assertRaisesRegex(TypeError, message):
@@ -324,16 +326,16 @@ class StateBytesTest(absltest.TestCase):
         # Was AttributeError: 'NoneType' object has no attribute 'params'.
         message = r"^`state` must be a boostax\.TrainState: .* got "
         with self.assertRaisesRegex(TypeError, message + "NoneType"):
-            boostax.state_bytes_per_device(None)
+            boostax.measure.state_bytes_per_device(None)
         step, variables = _mlp_step()
         with self.assertRaisesRegex(
             TypeError, message + r"dict .* pass them to `init`\.$"
         ):
-            boostax.state_bytes_per_device(variables)
+            boostax.measure.state_bytes_per_device(variables)
         shapes = jax.eval_shape(step.init, variables)
         params = sum(x.size * 4 for x in jax.tree.leaves(variables))
         self.assertEqual(
-            boostax.state_bytes_per_device(shapes)["params"], params
+            boostax.measure.state_bytes_per_device(shapes)["params"], params
         )
 
 

@@ -254,8 +254,8 @@ class Lm1bPortTest(absltest.TestCase):
         ts8, start8 = port_step(config, jax.devices())
         ts1, start1 = port_step(NO_DROPOUT, jax.devices()[:1])
         # ZeRO-1: each device holds 1/8 of AdamW's moments.
-        opt8 = boostax.state_bytes_per_device(start8)["opt_state"]
-        opt1 = boostax.state_bytes_per_device(start1)["opt_state"]
+        opt8 = boostax.measure.state_bytes_per_device(start8)["opt_state"]
+        opt1 = boostax.measure.state_bytes_per_device(start1)["opt_state"]
         self.assertLess(opt8, opt1 / 7)
 
         # Without padding every device counts the same tokens: eight

@@ -251,10 +251,10 @@ class FlaxPortTest(parameterized.TestCase):
             for leaf in jax.tree.leaves(replicated.opt_state)
             if not any(size % 8 == 0 for size in leaf.shape)
         )
-        replicated_bytes = boostax.state_bytes_per_device(replicated)
+        replicated_bytes = boostax.measure.state_bytes_per_device(replicated)
         self.assertLess(whole, replicated_bytes["opt_state"] / 100)
         self.assertEqual(
-            boostax.state_bytes_per_device(state)["opt_state"],
+            boostax.measure.state_bytes_per_device(state)["opt_state"],
             (replicated_bytes["opt_state"] - whole) // 8 + whole,
         )
         split = [

@@ -108,8 +108,8 @@ class Lm1bTensorParallelTest(absltest.TestCase):
             )
             query = block["SelfAttention_0"]["query"]["kernel"]
             self.assertEqual(query.addressable_shards[0].data.shape[1], 1)
-            params = boostax.state_bytes_per_device(state)["params"]
-            whole = boostax.state_bytes_per_device(one[0])["params"]
+            params = boostax.measure.state_bytes_per_device(state)["params"]
+            whole = boostax.measure.state_bytes_per_device(one[0])["params"]
             self.assertLess(params, whole / (6 if fsdp else 2.5))
 
     def test_sequence_length_warmup(self):

@@ -150,8 +150,8 @@ class JitEngineTest(parameterized.TestCase):
         eight = train(build(config=sharded, optimizer=optimizer()), 20)
         one = train(build(optimizer=optimizer(), devices=1), 20)
         self.assert_trains_as_one(eight, one)
-        state8 = boostax.state_bytes_per_device(eight[0])
-        state1 = boostax.state_bytes_per_device(one[0])
+        state8 = boostax.measure.state_bytes_per_device(eight[0])
+        state1 = boostax.measure.state_bytes_per_device(one[0])
         self.assertLessEqual(
             state8["opt_state"], state1["opt_state"] * (1 / 8 + 0.05)
         )
@@ -166,8 +166,8 @@ class JitEngineTest(parameterized.TestCase):
         eight = train(build(config=config), 10)
         one = train(build(devices=1), 10)
         self.assert_trains_as_one(eight, one)
-        state8 = boostax.state_bytes_per_device(eight[0])
-        state1 = boostax.state_bytes_per_device(one[0])
+        state8 = boostax.measure.state_bytes_per_device(eight[0])
+        state1 = boostax.measure.state_bytes_per_device(one[0])
         for part in ("params", "opt_state"):
             self.assertLessEqual(state8[part], state1[part] * (1 / 8 + 0.05))
         # The params stay split from step to step.

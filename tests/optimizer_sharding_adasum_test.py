@@ -214,14 +214,14 @@ class ShardedAdaSumTest(parameterized.TestCase):
         )
         state = ts.init(_params())
         hlo = ts.lower(state, _batch(0)).compile().as_text()
-        _, counts = boostax.collective_bytes(hlo)
+        _, counts = boostax.measure.collective_bytes(hlo)
         self.assertIn("reduce-scatter", counts)
         self.assertIn("all-gather", counts)
         self.assertIn("collective-permute", counts)  # AdaSum across nodes
         # Every reduce-scatter stays within a node of 4 devices.
         for line in hlo.splitlines():
             if " reduce-scatter(" in line:
-                for group in boostax.replica_groups(line):
+                for group in boostax.measure.replica_groups(line):
                     self.assertLen({d // 4 for d in group}, 1, line)
 
     def test_errors(self):

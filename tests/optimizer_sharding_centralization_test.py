@@ -275,8 +275,8 @@ class CentralizedStepTest(absltest.TestCase):
             atol=1e-6,
         )
         # Per device: 1/8 of the split leaves' slots, w3's whole.
-        whole = boostax.state_bytes_per_device(replicated)["opt_state"]
-        ours = boostax.state_bytes_per_device(sharded)["opt_state"]
+        whole = boostax.measure.state_bytes_per_device(replicated)["opt_state"]
+        ours = boostax.measure.state_bytes_per_device(sharded)["opt_state"]
         w3 = 2 * 4 * 16 * 4  # Adam's two float32 slots
         self.assertEqual(ours - w3, (whole - w3 - 4) // D + 4)  # + count
 

@@ -138,8 +138,8 @@ class ShardedLevelsTest(parameterized.TestCase):
         self.assertEqual(updated, [False, True] * (STEPS // 2))
         # The state each device holds is smaller.
         self.assertLess(
-            boostax.state_bytes_per_device(state_sh)["opt_state"],
-            0.5 * boostax.state_bytes_per_device(state)["opt_state"],
+            boostax.measure.state_bytes_per_device(state_sh)["opt_state"],
+            0.5 * boostax.measure.state_bytes_per_device(state)["opt_state"],
         )
 
 

@@ -112,8 +112,8 @@ def _entry(hlo: str) -> str:
 def _bytes_per_update(hlo: str, k: int) -> float:
     """Bytes sent per device over the k micro-steps of an update: the
     entry computation's at each, the accumulation's conditional's once."""
-    entry = boostax.collective_bytes(_entry(hlo))[0]
-    return (k - 1) * entry + boostax.collective_bytes(hlo)[0]
+    entry = boostax.measure.collective_bytes(_entry(hlo))[0]
+    return (k - 1) * entry + boostax.measure.collective_bytes(hlo)[0]
 
 
 def _freezing():
@@ -197,11 +197,11 @@ class ShardedParamsTest(parameterized.TestCase):
                 ("u16", (16, 3)),
             ],
         )
-        ours, counts = boostax.collective_bytes(hlo)
+        ours, counts = boostax.measure.collective_bytes(hlo)
         self.assertEqual(counts["all-gather"], 5)
         # The float32 ZeRO-1 step gathers the same leaves in float32.
         plain = _step(precision=None)
-        theirs, _ = boostax.collective_bytes(
+        theirs, _ = boostax.measure.collective_bytes(
             plain.lower(plain.init(_variables()), _batch(0)).compile().as_text()
         )
         half = 8 * 16 + 16 + 16 * 3  # elements gathered in bfloat16
@@ -226,7 +226,7 @@ class ShardedParamsTest(parameterized.TestCase):
             state.params["Dense_1"]["bias"].sharding.is_fully_replicated
         )
         _utils.assert_trees_equal(jax.device_get(state.params), whole)
-        on_device = boostax.state_bytes_per_device(state)["params"]
+        on_device = boostax.measure.state_bytes_per_device(state)["params"]
         split = 8 * 16 + 16 + 2 * 16 + 16 * 3  # elements split over 8
         self.assertEqual(on_device, split * 4 // 8 + 3 * 4)
 
@@ -309,13 +309,14 @@ class ShardedParamsTest(parameterized.TestCase):
         self.assertEqual(_gathers(hlo[0]), _gathers(hlo[1]))
         self.assertLen(_gathers(hlo[1]), 5)
         scattered = [
-            boostax.collective_bytes(h)[1]["reduce-scatter"] for h in hlo
+            boostax.measure.collective_bytes(h)[1]["reduce-scatter"]
+            for h in hlo
         ]
         self.assertEqual(scattered, [5, 1])  # Dense_1's bias is whole
         # The bytes of the rule's choice: 78% of the params frozen, the
         # start-of-step gather of every leaf sends more than the final
         # float32 gather of the trained ones (docs/scaling.md).
-        sent = [boostax.collective_bytes(h)[0] for h in hlo]
+        sent = [boostax.measure.collective_bytes(h)[0] for h in hlo]
         self.assertEqual(sent, [1260, 644])
 
     def test_accumulation_gathers_at_every_micro_step(self):
@@ -433,7 +434,7 @@ class ShardParamsChoiceTest(parameterized.TestCase):
             ],
         )
         self.assertEqual(_gathers(hlo[1]), [("f32", (16, 3))])
-        sent = [boostax.collective_bytes(h)[0] for h in hlo]
+        sent = [boostax.measure.collective_bytes(h)[0] for h in hlo]
         self.assertEqual(sent, [1596, 364])
         replicated = _run(
             _step(False, freezing=_freezing(), freeze_warmup_steps=0), 4
@@ -474,7 +475,7 @@ class ShardParamsChoiceTest(parameterized.TestCase):
         self.assertEqual(kernel.dtype, F32)
         self.assertEqual(kernel.sharding.spec, P("data"))
         self.assertEqual(kernel.addressable_shards[0].data.shape, (1, 16))
-        on_device = boostax.state_bytes_per_device(state)["params"]
+        on_device = boostax.measure.state_bytes_per_device(state)["params"]
         split = 8 * 16 + 16 + 2 * 16 + 16 * 3  # elements split over 8
         self.assertEqual(on_device, split * 4 // 8 + 3 * 4)
         # Gathered at the start in float32: the same leaves and bytes as
@@ -492,8 +493,8 @@ class ShardParamsChoiceTest(parameterized.TestCase):
         plain_hlo = plain.lower(plain_state, _batch(0)).compile().as_text()
         self.assertEqual(_gathers(hlo), _gathers(plain_hlo))
         self.assertEqual(
-            boostax.collective_bytes(hlo)[0],
-            boostax.collective_bytes(plain_hlo)[0],
+            boostax.measure.collective_bytes(hlo)[0],
+            boostax.measure.collective_bytes(plain_hlo)[0],
         )
         sharded = _run(ts)
         _assert_params_close(sharded, _run(_step(False, precision=None)))

@@ -193,7 +193,7 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         )
         state = ts.init(_params())
         hlo = ts.lower(state, _batch(0)).compile().as_text()
-        _, counts = boostax.collective_bytes(hlo)
+        _, counts = boostax.measure.collective_bytes(hlo)
         self.assertIn("reduce-scatter", counts)
         self.assertIn("all-gather", counts)
 
@@ -311,7 +311,9 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
             # The frozen leaves are neither reduced nor gathered.
             compiled = ts.compile_all(sharded, _batch(0))
             gathers = [
-                boostax.collective_bytes(compiled[k].compiled.as_text())[1]
+                boostax.measure.collective_bytes(
+                    compiled[k].compiled.as_text()
+                )[1]
                 for k in (0, 1)
             ]
             self.assertLess(gathers[1]["all-gather"], gathers[0]["all-gather"])
@@ -626,9 +628,9 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
             shard_optimizer_state=True,
         )
         state = ts.init(_params())
-        report = boostax.cost_report(ts, state, _batch(0))
+        report = boostax.measure.cost_report(ts, state, _batch(0))
         ours, plain = report.state_bytes["boosted"], report.state_bytes["plain"]
-        self.assertEqual(ours, boostax.state_bytes_per_device(state))
+        self.assertEqual(ours, boostax.measure.state_bytes_per_device(state))
         # Adam's two slots of the 8-divisible leaves (4x8, 1x8, 8x1: 48
         # floats) are split over 8 devices; "odd" (3) stays whole.
         self.assertEqual(ours["opt_state"] - plain["opt_state"], -2 * 42 * 4)

@@ -239,7 +239,7 @@ class ComputeDtypeTest(parameterized.TestCase):
             precision=precision,
         )
         state = ts.init(variables)
-        found = boostax.step_bytes(ts, state, batch).compute_dtypes
+        found = boostax.measure.step_bytes(ts, state, batch).compute_dtypes
         self.assertEqual(set(found), {"conv_general_dilated", "dot_general"})
         for counts in found.values():
             self.assertEqual(set(counts), {dtype.name})
@@ -258,7 +258,7 @@ class ComputeDtypeTest(parameterized.TestCase):
         _, variables, (batch,) = _resnet_problem()
         policy = boostax.PrecisionPolicy("bfloat16", float32_modules=("Dense",))
         ts = _resnet_step(policy)
-        found = boostax.step_bytes(ts, ts.init(variables), batch)
+        found = boostax.measure.step_bytes(ts, ts.init(variables), batch)
         # The classifier's forward and backward matmuls in float32, the
         # convolutions in bfloat16.
         self.assertEqual(found.compute_dtypes["dot_general"], {"float32": 3})
@@ -279,7 +279,7 @@ class ComputeDtypeTest(parameterized.TestCase):
         )
         _, variables, (batch,) = _resnet_problem()
         state = ts.init(variables)
-        found = boostax.step_bytes(ts, state, batch).compute_dtypes
+        found = boostax.measure.step_bytes(ts, state, batch).compute_dtypes
         # LessBN's FN head (normalised features and kernel) computes in
         # float32; every convolution in bfloat16.
         self.assertEqual(set(found["dot_general"]), {"float32"})
@@ -299,7 +299,9 @@ class SavedBytesTest(parameterized.TestCase):
             precision=precision,
         )
         state = ts.init(resnet_variables if variables is None else variables)
-        return boostax.step_bytes(ts, state, batch).saved_activation_bytes
+        return boostax.measure.step_bytes(
+            ts, state, batch
+        ).saved_activation_bytes
 
     def test_bfloat16_saves_at_most_055x_float32s_activations(self):
         float32 = self._saved(None)
@@ -332,7 +334,7 @@ class SavedBytesTest(parameterized.TestCase):
             loss=models.cross_entropy,
             precision="bfloat16",
         )
-        report = boostax.cost_report(ts, ts.init(variables), batch)
+        report = boostax.measure.cost_report(ts, ts.init(variables), batch)
         self.assertLessEqual(report.ratios["saved_activation_bytes"], 0.55)
         self.assertEqual(report.ratios["lowered_collective_bytes"], None)
         self.assertEqual(set(report.step_bytes), {"step", "plain"})
@@ -344,7 +346,7 @@ class SavedBytesTest(parameterized.TestCase):
         self.assertIn("step_bytes", report.as_dict())
 
     def test_saved_activations_leave_out_the_arguments(self):
-        saved = boostax.saved_activations(
+        saved = boostax.measure.saved_activations(
             lambda w, x: jnp.tanh(x @ w).sum(),
             jnp.ones((4, 3)),
             jnp.ones((2, 4)),
@@ -352,7 +354,7 @@ class SavedBytesTest(parameterized.TestCase):
         # tanh's output and its derivative 1 - tanh**2 (2 x 3 float32
         # each); w and x are arguments.
         self.assertEqual(
-            saved, boostax.SavedActivations(48, {"float32": 48}, 2)
+            saved, boostax.measure.SavedActivations(48, {"float32": 48}, 2)
         )
 
 
@@ -607,7 +609,7 @@ class CompositionTest(parameterized.TestCase):
                 ),
             )
             state = ts.init(params)
-            sent[reduce_dtype] = boostax.step_bytes(
+            sent[reduce_dtype] = boostax.measure.step_bytes(
                 ts, state, batch
             ).collective_bytes
             state, _ = ts(state, batch)
@@ -734,7 +736,7 @@ class TransformerTest(parameterized.TestCase):
                 precision=policy,
             )
             state = ts.init(model())
-            found = boostax.step_bytes(ts, state, batch)
+            found = boostax.measure.step_bytes(ts, state, batch)
             saved[policy] = found.saved_activation_bytes
         # Every matmul (embeddings are gathers) in the compute dtype, the
         # softmax of the attention and of the loss in float32.

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """boostax and JAX's private modules: none is imported with boostax.
 
-`boostax.saved_activations` (and through it `step_bytes`, `cost_report`)
+`boostax.measure.saved_activations` (and through it `step_bytes`, `cost_report`)
 reads ``jax._src.ad_checkpoint.saved_residuals``; a JAX release that moves
 it must break those functions, with a message, not ``import boostax``.
 """
@@ -27,9 +27,9 @@ del private.saved_residuals  # as a JAX release that moved it
 import jax.numpy as jnp
 import boostax
 hlo = "%a = f32[4]{0} all-reduce(f32[4]{0} %g), replica_groups={{0,1}}"
-assert boostax.collective_bytes(hlo) == (16.0, {"all-reduce": 1})
+assert boostax.measure.collective_bytes(hlo) == (16.0, {"all-reduce": 1})
 try:
-    boostax.saved_activations(lambda w: jnp.sum(w**2), jnp.ones(3))
+    boostax.measure.saved_activations(lambda w: jnp.sum(w**2), jnp.ones(3))
 except ImportError as e:
     print(e)
 else:

@@ -235,7 +235,7 @@ class StepTest(absltest.TestCase):
         plain = make()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            report = boostax.cost_report(
+            report = boostax.measure.cost_report(
                 self.step,
                 self.step.init(variables()),
                 self.data[0],

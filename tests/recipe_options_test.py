@@ -316,7 +316,7 @@ class AutoBoostProgressiveTest(absltest.TestCase):
         self.assertTrue(np.isfinite(metrics["loss"]))
         # cost_report weights each depth by the progressive sequence itself:
         # the later, deeper depths by their (long) stretches of training.
-        report = boostax.cost_report(ts, state, (X8, y))
+        report = boostax.measure.cost_report(ts, state, (X8, y))
         sequence = np.asarray(ts.freezing.sequence)
         self.assertEqual(sequence.tolist(), sorted(sequence.tolist()))
         for k in range(3):

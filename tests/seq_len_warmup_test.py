@@ -404,7 +404,7 @@ class StepTest(absltest.TestCase):
         plain = self.make()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            report = boostax.cost_report(
+            report = boostax.measure.cost_report(
                 step,
                 state,
                 data[0],

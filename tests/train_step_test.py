@@ -78,8 +78,8 @@ class MatchesHandWrittenStepTest(parameterized.TestCase):
         # counter is Flax's; boostax's saturates, which XLA may fuse).
         hand_written = plain_step.lower(plain, batches[0]).compile()
         (program,) = ts.compile_all(state, batches[0]).values()
-        kernels = boostax.kernel_counts(program.as_text())
-        expected = boostax.kernel_counts(hand_written.as_text())
+        kernels = boostax.measure.kernel_counts(program.as_text())
+        expected = boostax.measure.kernel_counts(hand_written.as_text())
         self.assertEqual(sum(kernels.values()), sum(expected.values()))
         self.assertEqual(kernels.get("copy"), expected.get("copy"))
 

@@ -147,7 +147,7 @@ class SegmentedWarmupStepTest(absltest.TestCase):
 
         def flops(key):
             compiled = ts.lower(state, batch, depth=key).compile()
-            return boostax.executable_cost(compiled).flops
+            return boostax.measure.executable_cost(compiled).flops
 
         masked, from_1, own_1 = flops(freezing.MASKED), flops(FROM_1), flops(1)
         # The first layer's weight gradient (32 x 64 x 16 multiply-adds)
@@ -159,7 +159,9 @@ class SegmentedWarmupStepTest(absltest.TestCase):
         self.assertGreater(masked - from_1, 0.75 * (masked - own_1))
 
     def test_cost_report_weighs_the_segment(self):
-        report = boostax.cost_report(self.ts, self.states[0], self.batches[0])
+        report = boostax.measure.cost_report(
+            self.ts, self.states[0], self.batches[0]
+        )
         # The planned run: 101 updates, the lead's 70 and the segment's 31.
         self.assertEqual(
             report.shares,

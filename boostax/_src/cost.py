@@ -386,7 +386,7 @@ def cost_report(
       >>> state = ts.init(init(jax.random.PRNGKey(0), digits.x_train[:1],
       ...                      train=False))
       >>> batch = (digits.x_train[:32], digits.y_train[:32])
-      >>> report = boostax.cost_report(ts, state, batch)
+      >>> report = boostax.measure.cost_report(ts, state, batch)
       >>> sorted(report.executables)
       ['depth 0', 'depth 1', 'depth 2', 'plain']
       >>> bool(report.ratios["flops"] < 1.0)

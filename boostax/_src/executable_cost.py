@@ -115,7 +115,7 @@ def executable_cost(compiled: jax.stages.Compiled) -> ExecutableCost:
       >>> import jax, jax.numpy as jnp, boostax
       >>> compiled = jax.jit(lambda a, b: a @ b).lower(
       ...     jnp.ones((8, 16)), jnp.ones((16, 4))).compile()
-      >>> boostax.executable_cost(compiled).flops
+      >>> boostax.measure.executable_cost(compiled).flops
       1024.0
     """
     if isinstance(compiled, executables_lib.Program):

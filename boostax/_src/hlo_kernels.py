@@ -4,9 +4,9 @@
 
 Where steps are short, a step's time is set by its kernel launches rather
 than its FLOPs or bytes (a GPU pays microseconds per launch), so
-`boostax.cost_report` counts them beside FLOPs and bytes. The count is taken
-from ``jax.jit(f).lower(...).compile().as_text()``, the program the backend
-runs after fusion; see `kernel_counts` for what is one kernel.
+`boostax.measure.cost_report` counts them beside FLOPs and bytes. The count is
+taken from ``jax.jit(f).lower(...).compile().as_text()``, the program the
+backend runs after fusion; see `kernel_counts` for what is one kernel.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def kernel_counts(hlo: str) -> dict[str, int]:
       >>> import jax, jax.numpy as jnp, boostax
       >>> compiled = jax.jit(lambda x: (x, jnp.sin(x) * 2)).lower(
       ...     jnp.ones(4)).compile()
-      >>> boostax.kernel_counts(compiled.as_text())
+      >>> boostax.measure.kernel_counts(compiled.as_text())
       {'copy': 1, 'fusion': 1}
     """
     validation.check_str("hlo", hlo)

@@ -419,7 +419,7 @@ class StepBuilder:
         ``loss_fn(trainable)`` returns ``(scaled loss, aux)``, with the
         precision policy and loss scale of the step applied; on one device
         (a data-parallel model's collectives over its own axes become local
-        ones). For inspection: `boostax.saved_activations` reads the
+        ones). For inspection: `boostax.measure.saved_activations` reads the
         activations its backward pass keeps.
         """
         plan = self.plan(state.params)

@@ -16,8 +16,9 @@ its cost analysis and step times say nothing about mixed precision):
   executable it reads what the backend runs.
 
 `read_step_bytes` takes both, and the dtypes of the step's convolutions and
-matrix products (`compute_dtypes`), for one traced step; `boostax.step_bytes`
-(`train_step_bytes.py`) for one program of a `TrainStep`.
+matrix products (`compute_dtypes`), for one traced step;
+`boostax.measure.step_bytes` (`train_step_bytes.py`) for one program of a
+`TrainStep`.
 """
 
 from __future__ import annotations
@@ -114,12 +115,12 @@ def replica_groups(line: str) -> list[list[int]]:
       none (a collective over every device).
 
     Example:
-      >>> import boostax
-      >>> boostax.replica_groups("all-reduce(%g), replica_groups={{0,2},{1,3}}")
+      >>> from boostax.measure import replica_groups
+      >>> replica_groups("all-reduce(%g), replica_groups={{0,2},{1,3}}")
       [[0, 2], [1, 3]]
-      >>> boostax.replica_groups("replica_groups=[2,2]<=[2,2]T(1,0)")
+      >>> boostax.measure.replica_groups("replica_groups=[2,2]<=[2,2]T(1,0)")
       [[0, 2], [1, 3]]
-      >>> boostax.replica_groups("replica_groups=mesh['a'=2,'b'=2] {'a'}")
+      >>> replica_groups("replica_groups=mesh['a'=2,'b'=2] {'a'}")
       [[0, 2], [1, 3]]
     """
     m = _MESH_GROUPS.search(line)
@@ -160,7 +161,7 @@ def collective_bytes(hlo: str) -> tuple[float, dict[str, int]]:
       >>> import boostax
       >>> hlo = ("%ar = f32[256]{0} all-reduce(f32[256]{0} %g), "
       ...        "replica_groups={{0,1,2,3}}, to_apply=%add")
-      >>> boostax.collective_bytes(hlo)
+      >>> boostax.measure.collective_bytes(hlo)
       (1536.0, {'all-reduce': 1})
     """
     validation.check_str("hlo", hlo, allow_empty=True)
@@ -247,7 +248,7 @@ def saved_activations(fn, *args) -> SavedActivations:
     Example:
       >>> import jax.numpy as jnp, boostax
       >>> f = lambda w, x: jnp.tanh(x @ w).sum()
-      >>> saved = boostax.saved_activations(f, jnp.ones((4, 3)),
+      >>> saved = boostax.measure.saved_activations(f, jnp.ones((4, 3)),
       ...                                   jnp.ones((2, 4)))
       >>> saved.by_dtype  # tanh(x @ w) and its derivative, 2 x 3 each
       {'float32': 48}

@@ -45,7 +45,7 @@ def interleaved_timings(
     Example:
       >>> import jax.numpy as jnp, boostax
       >>> x = jnp.ones((64, 64))
-      >>> times = boostax.interleaved_timings(
+      >>> times = boostax.measure.interleaved_timings(
       ...     {"a": lambda: x @ x, "b": lambda: x + x},
       ...     repetitions=3, steps=1)
       >>> [len(v) for v in times.values()]
@@ -81,7 +81,7 @@ def paired_ratio(
 
     Example:
       >>> import boostax
-      >>> boostax.paired_ratio([1.0, 2.2, 3.0], [1.0, 2.0, 2.0])
+      >>> boostax.measure.paired_ratio([1.0, 2.2, 3.0], [1.0, 2.0, 2.0])
       1.1
     """
     numerator = validation.check_numbers("numerator", numerator, minimum=0)

@@ -248,9 +248,9 @@ def depth_step_costs(
 ) -> tuple[float, dict[str, dict[Any, float]]]:
     """Each arm's step time per freeze depth, as a ratio to plain Optax's.
 
-    One interleaved run (`boostax.interleaved_timings`) of every compiled
-    step of every arm (each freeze depth's executable on its own, chained
-    over `steps` steps on one batch) and plain Optax's (the first arm).
+    One interleaved run (`boostax.measure.interleaved_timings`) of every
+    compiled step of every arm (each freeze depth's executable on its own,
+    chained over `steps` steps on one batch) and plain Optax's (the first arm).
 
     Args:
       arms: the arms, plain Optax's first.
@@ -279,14 +279,14 @@ def depth_step_costs(
                 return state
 
             runners[name] = run
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         runners, repetitions=repetitions, steps=steps
     )
     plain_name = next(iter(runners))
     plain = samples[plain_name]
     costs: dict[str, dict[Any, float]] = {}
     for name, (arm_name, depth) in keys.items():
-        costs.setdefault(arm_name, {})[depth] = boostax.paired_ratio(
+        costs.setdefault(arm_name, {})[depth] = boostax.measure.paired_ratio(
             samples[name], plain
         )
     return statistics.median(plain), costs

@@ -21,8 +21,8 @@ learning rate and prints the speed-up over plain Optax taken apart (see
 `boostax.examples.speedup`): steps to a target test accuracy (evaluated
 every 1/8 epoch), the steady-state step-time ratio (interleaved
 repetitions after training), FLOPs and bytes ratios from
-`boostax.cost_report`, the seconds training waited for compilation (freeze
-depths compile in background threads), the break-even training length,
+`boostax.measure.cost_report`, the seconds training waited for compilation
+(freeze depths compile in background threads), the break-even training length,
 and the speed-up with and without compilation, for O0, O1, the recipe, O2
 and the algorithms of O1 and O2 alone (manual mode). O0 computes exactly
 what plain Optax computes: its row shows what noise looks like. O2's

@@ -9,8 +9,9 @@ Time to a target accuracy is the product of three things measured apart:
   the hardware, and a level that computes what plain Optax computes (O0)
   takes exactly as many steps, bit for bit.
 - **step cost**: the steady-state time of one step as a ratio to plain
-  Optax's, from interleaved repetitions (`boostax.interleaved_timings`), with
-  FLOPs and bytes-accessed ratios from `boostax.cost_report` beside it.
+  Optax's, from interleaved repetitions (`boostax.measure.interleaved_timings`),
+  with FLOPs and bytes-accessed ratios from `boostax.measure.cost_report` beside
+  it.
 - **compile**: how long training waited for compilation (with background
   compilation, only what training could not overlap), and the break-even:
   the training length, in plain steps, after which the level is ahead.
@@ -508,7 +509,7 @@ def step_costs(
 
         return run
 
-    samples = boostax.interleaved_timings(
+    samples = boostax.measure.interleaved_timings(
         {arm.name: runner(arm) for arm in arms},
         repetitions=repetitions,
         steps=steps,
@@ -531,9 +532,9 @@ def ratio_quartiles(
     samples: Sequence[float], reference: Sequence[float]
 ) -> tuple[float, float, float]:
     """Quartiles ``(q1, median, q3)`` of the per-repetition ratios
-    ``samples[i] / reference[i]`` (the median is `boostax.paired_ratio`;
+    ``samples[i] / reference[i]`` (the median is `boostax.measure.paired_ratio`;
     one repetition gives its ratio three times)."""
-    median = boostax.paired_ratio(samples, reference)
+    median = boostax.measure.paired_ratio(samples, reference)
     ratios = [a / b for a, b in zip(samples, reference, strict=True)]
     if len(ratios) < 2:
         return median, median, median
@@ -544,9 +545,9 @@ def ratio_quartiles(
 def cost_reports(
     arms: Sequence[Arm],
     workload: Workload,
-    accelerator: str | boostax.Accelerator | None = None,
-) -> dict[str, boostax.CostReport]:
-    """`boostax.cost_report` of every arm but the first (plain Optax).
+    accelerator: str | boostax.measure.Accelerator | None = None,
+) -> dict[str, boostax.measure.CostReport]:
+    """`boostax.measure.cost_report` of every arm but the first (plain Optax).
 
     One-device levels are compared with the first arm's hand-written step;
     data-parallel ones with plain Optax on the same mesh. `accelerator`:
@@ -555,7 +556,7 @@ def cost_reports(
     batch = next(workload.batches(0, 0))
     projection = {} if accelerator is None else {"accelerator": accelerator}
     return {
-        arm.name: boostax.cost_report(
+        arm.name: boostax.measure.cost_report(
             arm.train_step,
             arm.init(0),
             batch,
@@ -691,7 +692,7 @@ def row(
     `plain` holds ``steps`` (to target), ``seconds`` (per step),
     ``compile`` (seconds waited) and ``final_accuracy``; `level` the same
     with ``step_cost_ratio`` instead of ``seconds``; `cost` is the level's
-    `boostax.CostReport`.
+    `boostax.measure.CostReport`.
     """
     parts = decompose(
         plain["steps"],
