@@ -118,7 +118,7 @@ def replica_groups(line: str) -> list[list[int]]:
       >>> from boostax.measure import replica_groups
       >>> replica_groups("all-reduce(%g), replica_groups={{0,2},{1,3}}")
       [[0, 2], [1, 3]]
-      >>> boostax.measure.replica_groups("replica_groups=[2,2]<=[2,2]T(1,0)")
+      >>> replica_groups("replica_groups=[2,2]<=[2,2]T(1,0)")
       [[0, 2], [1, 3]]
       >>> replica_groups("replica_groups=mesh['a'=2,'b'=2] {'a'}")
       [[0, 2], [1, 3]]
