@@ -590,11 +590,19 @@ def named_program(
                 f"[0, {len(freezing.groups)}), got group {cut}."
             )
         key = depth
-    elif depth is None or freezing is None:
-        key = None
     else:
-        key = freezing.canonical_depth(depth)
+        key = depth_program(depth, freezing)
     return key if length is None else (key, length)
+
+
+def depth_program(
+    depth: int | None, freezing: freezing_lib.Freezing | None
+) -> int | None:
+    """The program of freeze `depth` (depths training the same leaves
+    share one); ``None`` without freezing."""
+    if depth is None or freezing is None:
+        return None
+    return freezing.canonical_depth(depth)
 
 
 def _pairs_by_first_use(codes: np.ndarray, lengths: np.ndarray) -> list:

@@ -137,13 +137,16 @@ class TrainStep(step_programs.StepPrograms):
     JAX keys its cache, and a state the step did not return is checked once
     (`check_state`); the step just returned needs neither.
 
-    Donation. By default (``donate_state=False``, like ``jax.jit``) a call
-    leaves the state it is given valid, so while it runs the device holds
-    the old and the new state. With ``donate_state=True``
-    (``donate_argnums=0``, as Flax's example loops write it) XLA writes the
-    new state into the given one's buffers, which are deleted: passing it
-    again raises ``ValueError``. Pass it on a large model, or where each
-    step is short (docs/measuring.md, "The cost of a call, and donation").
+    Donation. By default (``donate_state=False``, like ``jax.jit`` and the
+    steps of the Flax and Optax tutorials) a call leaves the state it is
+    given valid, so while it runs the device holds the old and the new
+    state: twice the memory of the parameters, optimizer state and model
+    state (with Adam, 6x the parameters' bytes instead of 3x). With
+    ``donate_state=True`` (``donate_argnums=0``, as Flax's example training
+    loops write it) XLA writes the new state into the buffers of the one
+    given, which is deleted: passing it again raises ``ValueError``. Pass
+    `donate_state` on a large model, or where each step is short (it also
+    saves allocating and copying the state; see ``docs/measuring.md``).
 
     With a `DataParallel` plan, the step runs under ``jax.shard_map`` over
     its mesh: `init` places the state on the mesh, each call splits the
@@ -300,7 +303,6 @@ class TrainStep(step_programs.StepPrograms):
         # The state this step last returned, and its freeze position: such
         # a state needs no check and no device read.
         self._last: tuple[weakref.ref, int | None] | None = None
-        self._schedule = None  # `StepPrograms._schedule`
         self._evaluation = step_evaluation.Evaluation(objective)
 
     # -- what the step was built from (read-only views) --------------------
@@ -522,14 +524,8 @@ class TrainStep(step_programs.StepPrograms):
         return step
 
     def _run(self, depth, state, batch):
-        return self.executables(self._key(depth), state, batch)
-
-    def _key(self, depth: int | None) -> int | None:
-        """The program of freeze `depth` (depths training the same leaves
-        share one)."""
-        if depth is None or self.freezing is None:
-            return None
-        return self.freezing.canonical_depth(depth)
+        key = program_schedule.depth_program(depth, self.freezing)
+        return self.executables(key, state, batch)
 
     def _batch(self, batch):
         if self.data_parallel is None:
