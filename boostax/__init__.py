@@ -3,11 +3,14 @@
 """boostax: MindSpore's training-acceleration algorithms for JAX and Optax."""
 
 # Measuring a step (its costs, bytes and timing) has a namespace of its own,
-# `boostax.measure`: a training script needs none of it. MindSpore's object
-# API (AutoBoost, the cells, ...) has one too, so that its names never clash
-# with the functional API's.
+# `boostax.measure`: a training script needs none of it; so have the
+# config's typed sections (`boostax.config`) and the parts a step is built
+# from (`boostax.step`). MindSpore's object API (AutoBoost, the cells, ...)
+# has one too, so that its names never clash with the functional API's.
+from boostax import config as config
 from boostax import measure as measure
 from boostax import mindspore as mindspore
+from boostax import step as step
 from boostax._src.accumulation import (
     GradientAccumulationState as GradientAccumulationState,
 )
@@ -41,34 +44,10 @@ from boostax._src.config import BoostConfig as BoostConfig
 from boostax._src.config import boost_config as boost_config
 from boostax._src.config_sections import ALGORITHMS as ALGORITHMS
 from boostax._src.config_sections import MODES as MODES
-from boostax._src.config_sections import BoostSection as BoostSection
-from boostax._src.config_sections import CommonSection as CommonSection
-from boostax._src.config_sections import (
-    DataParallelSection as DataParallelSection,
-)
-from boostax._src.config_sections import DimReduceSection as DimReduceSection
-from boostax._src.config_sections import (
-    GradAccumulationSection as GradAccumulationSection,
-)
-from boostax._src.config_sections import GradFreezeSection as GradFreezeSection
-from boostax._src.config_sections import (
-    LabelSmoothingSection as LabelSmoothingSection,
-)
-from boostax._src.config_sections import LessBNSection as LessBNSection
-from boostax._src.config_sections import (
-    ProgressiveResizingSection as ProgressiveResizingSection,
-)
-from boostax._src.config_sections import (
-    SeqLenWarmupSection as SeqLenWarmupSection,
-)
-from boostax._src.config_sections import (
-    WeightAveragingSection as WeightAveragingSection,
-)
 from boostax._src.data_parallel import DataParallel as DataParallel
 from boostax._src.data_parallel import node_mesh as node_mesh
 from boostax._src.dim_reduce import DimReduceState as DimReduceState
 from boostax._src.dim_reduce import dim_reduce as dim_reduce
-from boostax._src.executables import Executables as Executables
 from boostax._src.fan_in import CentralizationReport as CentralizationReport
 from boostax._src.fan_in import CentralizedLeaf as CentralizedLeaf
 from boostax._src.fan_in import (
@@ -117,7 +96,6 @@ from boostax._src.loss_scale import LossScaleState as LossScaleState
 from boostax._src.loss_scale import StaticLossScale as StaticLossScale
 from boostax._src.loss_scale import all_finite as all_finite
 from boostax._src.loss_scale import enhanced_amp as enhanced_amp
-from boostax._src.objective_options import PlainRecipe as PlainRecipe
 from boostax._src.objectives import FunctionObjective as FunctionObjective
 from boostax._src.objectives import LinenObjective as LinenObjective
 from boostax._src.objectives import NNXObjective as NNXObjective
@@ -153,9 +131,7 @@ from boostax._src.snapshots import Trajectory as Trajectory
 from boostax._src.snapshots import flatten_params as flatten_params
 from boostax._src.snapshots import load_trajectory as load_trajectory
 from boostax._src.snapshots import save_snapshot as save_snapshot
-from boostax._src.step_builder import StepBuilder as StepBuilder
 from boostax._src.step_factory import make_train_step as make_train_step
-from boostax._src.step_plan import StepPlan as StepPlan
 from boostax._src.test_time_flips import (
     predict_with_flips as predict_with_flips,
 )
@@ -180,29 +156,20 @@ __all__ = (
     "AlgorithmStates",
     "AverageParamsState",
     "BoostConfig",
-    "BoostSection",
     "CentralizationReport",
     "CentralizedLeaf",
-    "CommonSection",
     "DataParallel",
-    "DataParallelSection",
-    "DimReduceSection",
     "DimReduceState",
     "DynamicLossScale",
-    "Executables",
     "FNHead",
     "FreezeOutState",
     "FreezeState",
     "Freezing",
     "FunctionObjective",
-    "GradAccumulationSection",
-    "GradFreezeSection",
     "GradientAccumulationState",
     "GroupLossScale",
     "LEVELS",
-    "LabelSmoothingSection",
     "LessBNReport",
-    "LessBNSection",
     "LinenLessBN",
     "LinenObjective",
     "LossScaleState",
@@ -212,20 +179,14 @@ __all__ = (
     "NNXObjective",
     "Objective",
     "PCAMatrixTimeoutError",
-    "PlainRecipe",
     "PrecisionPolicy",
     "ProgressiveResizing",
-    "ProgressiveResizingSection",
     "RemovedBatchNorm",
     "SeqLenWarmup",
-    "SeqLenWarmupSection",
     "StaticLossScale",
-    "StepBuilder",
-    "StepPlan",
     "TrainState",
     "TrainStep",
     "Trajectory",
-    "WeightAveragingSection",
     "WeightedLoss",
     "adasum",
     "adasum_gradients",
@@ -284,19 +245,26 @@ __all__ = (
 # modules above bound `_src` here, unseen by ruff and mypy.
 del _src  # type: ignore[name-defined]  # noqa: F821
 
-# Names that moved to `boostax.measure`: still read here for one release.
-_MOVED_TO_MEASURE = frozenset(measure.__all__)
+# Names that moved to a namespace of their own: still read here for one
+# release, with a warning naming the new home.
+_MOVED = {
+    **{name: "measure" for name in measure.__all__},
+    # (the test-time flips' section came after the move: never top level)
+    **{n: "config" for n in config.__all__ if n != "TestTimeFlipsSection"},
+    **{name: "step" for name in step.__all__},
+}
 
 
 def __getattr__(name: str):
-    if name in _MOVED_TO_MEASURE:
+    if name in _MOVED:
         import warnings
 
+        home = _MOVED[name]
         warnings.warn(
-            f"`boostax.{name}` moved to `boostax.measure.{name}`; the old "
+            f"`boostax.{name}` moved to `boostax.{home}.{name}`; the old "
             "spelling will be removed in the next release.",
             DeprecationWarning,
             stacklevel=2,
         )
-        return getattr(measure, name)
+        return getattr(globals()[home], name)
     raise AttributeError(f"module 'boostax' has no attribute {name!r}")

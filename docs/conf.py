@@ -124,11 +124,13 @@ def _check_api_complete(app, env):
     """Fails the build (-W) when a public name is undocumented.
 
     The public names: those of `boostax.__all__`, of
-    `boostax.measure.__all__` (measuring a step) and of
-    `boostax.mindspore.__all__` (MindSpore's object API).
+    `boostax.measure.__all__` (measuring a step), `boostax.config.__all__`
+    (the config's sections), `boostax.step.__all__` (a step's parts) and
+    of `boostax.mindspore.__all__` (MindSpore's object API).
     """
     documented = env.domains["py"].objects
-    for module in (boostax, boostax.measure, boostax.mindspore):
+    namespaces = (boostax.measure, boostax.config, boostax.step)
+    for module in (boostax, *namespaces, boostax.mindspore):
         prefix = module.__name__
         missing = [
             n for n in module.__all__ if f"{prefix}.{n}" not in documented

@@ -185,7 +185,8 @@ class ModeTest(parameterized.TestCase):
 
     def test_direct_construction_resolves_switches(self):
         config = boostax.BoostConfig(
-            level="O2", boost=boostax.BoostSection(mode="manual", adasum=False)
+            level="O2",
+            boost=boostax.config.BoostSection(mode="manual", adasum=False),
         )
         self.assertEqual(config.enabled_algorithms, ("less_bn", "grad_freeze"))
 

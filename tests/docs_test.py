@@ -77,6 +77,8 @@ class DocsTest(absltest.TestCase):
         names = (
             [f"boostax.{n}" for n in boostax.__all__]
             + [f"boostax.measure.{n}" for n in boostax.measure.__all__]
+            + [f"boostax.config.{n}" for n in boostax.config.__all__]
+            + [f"boostax.step.{n}" for n in boostax.step.__all__]
             + [f"boostax.mindspore.{n}" for n in boostax.mindspore.__all__]
         )
         for name in names:

@@ -287,7 +287,7 @@ class ConfigTest(parameterized.TestCase):
         config = boostax.BoostConfig.from_dict(smoothing(0.25))
         self.assertEqual(
             config.label_smoothing,
-            boostax.LabelSmoothingSection(enabled=True, alpha=0.25),
+            boostax.config.LabelSmoothingSection(enabled=True, alpha=0.25),
         )
         self.assertEqual(
             config.to_dict()["label_smoothing"],

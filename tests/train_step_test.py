@@ -537,7 +537,7 @@ class StepPartsTest(absltest.TestCase):
             calls.append(key)
             return lambda x, y: (x * (key + 1), y)
 
-        executables = boostax.Executables(function)
+        executables = boostax.step.Executables(function)
         x, y = jnp.ones(2), jnp.zeros(())
         np.testing.assert_array_equal(executables(1, x, y)[0], 2 * x)
         np.testing.assert_array_equal(executables(1, x, y)[0], 2 * x)
@@ -555,7 +555,7 @@ class StepPartsTest(absltest.TestCase):
         # What `cost_report` and `from_flax_train_state` read is given when
         # the step is built, and nothing sets it afterwards.
         objective = boostax.make_objective(loss_fn=_quadratic_loss)
-        recipe = boostax.PlainRecipe(
+        recipe = boostax.step.PlainRecipe(
             dict(optimizer=optax.sgd(0.1), loss_fn=_quadratic_loss)
         )
         report = boostax.LessBNReport(

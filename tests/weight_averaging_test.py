@@ -220,7 +220,7 @@ class ConfigSectionTest(absltest.TestCase):
             {"weight_averaging": {"enabled": True, "decay": 0.99}}
         )
         section = config.weight_averaging
-        self.assertIsInstance(section, boostax.WeightAveragingSection)
+        self.assertIsInstance(section, boostax.config.WeightAveragingSection)
         self.assertEqual(
             (
                 section.enabled,
