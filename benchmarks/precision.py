@@ -179,8 +179,8 @@ def _train_step(workload: Workload, policy, **kwargs):
         model=workload.model,
         loss=workload.loss,
         precision=policy,
-        train_kwargs=workload.train_kwargs or None,
         **kwargs,
+        options=boostax.StepOptions(train_kwargs=workload.train_kwargs or None),
     )
 
 

@@ -331,7 +331,7 @@ def _o2_sharded(boost, config, variables, batch, per_node: int) -> dict:
     LessBN's gradient centralization is on, as in the replicated O2 row: the
     centralized kernels are split along their output axis (the axis the
     centralization does not average over)."""
-    step = boost(config, shard_optimizer_state=True)
+    step = boost({**config, "data_parallel": {"shard_optimizer_state": True}})
     state = step.init(variables)
     compiled = step.lower(state, batch).compile()
     return {

@@ -158,10 +158,12 @@ def runners(
             model=case.model,
             loss=loss,
             sample_inputs=batch[0][:1],
-            donate_state=donate,
-            # The depths' own programs from the first call (no warm-up
-            # program): what a run past `freeze_warmup_steps` runs.
-            **({"freeze_warmup_steps": 0} if level == "O1" else {}),
+            options=boostax.StepOptions(
+                donate_state=donate,
+                # The depths' own programs from the first call (no warm-up
+                # program): what a run past `freeze_warmup_steps` runs.
+                freeze_warmup_steps=0 if level == "O1" else None,
+            ),
         )
         for name, level, config, donate in (
             ("O0", "O0", None, False),

@@ -79,9 +79,9 @@ def measure(layout, config, boxed, batch) -> dict:
         optimizer=optax.adamw(3e-3),
         model=models.TransformerLM(config),
         loss=_loss,
-        batch_keys=("inputs", "inputs"),
         sample_inputs=jnp.ones((1, LENGTH), jnp.int32),
         mesh=jax.make_mesh(shape, axes, devices=jax.devices("cpu")[:8]),
+        options=boostax.StepOptions(batch_keys=("inputs", "inputs")),
     )
     variables = boxed if rules else nn.meta.unbox(boxed)
     state = ts.init(variables, rng=jax.random.key(3))

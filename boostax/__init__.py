@@ -132,6 +132,7 @@ from boostax._src.snapshots import flatten_params as flatten_params
 from boostax._src.snapshots import load_trajectory as load_trajectory
 from boostax._src.snapshots import save_snapshot as save_snapshot
 from boostax._src.step_factory import make_train_step as make_train_step
+from boostax._src.step_options import StepOptions as StepOptions
 from boostax._src.test_time_flips import (
     predict_with_flips as predict_with_flips,
 )
@@ -184,6 +185,7 @@ __all__ = (
     "RemovedBatchNorm",
     "SeqLenWarmup",
     "StaticLossScale",
+    "StepOptions",
     "TrainState",
     "TrainStep",
     "Trajectory",

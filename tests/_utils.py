@@ -83,3 +83,14 @@ def fp16_underflow_groups():
         [2.0**20, 1.0],
         {"early": {"kernel": 0, "bias": 0}, "late": {"kernel": 1, "bias": 1}},
     )
+
+
+def with_step_options(kwargs, **options):
+    """A step builder's `kwargs` with `boostax.StepOptions`' fields among
+    them (and `options`) gathered into its ``options=``: for the tests'
+    helpers that pass a test's settings on to `auto_boost` or
+    `make_train_step`."""
+    fields = boostax.StepOptions.__dataclass_fields__
+    kwargs = dict(kwargs)
+    options.update({k: kwargs.pop(k) for k in list(kwargs) if k in fields})
+    return {**kwargs, "options": boostax.StepOptions(**options)}

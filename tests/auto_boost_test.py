@@ -131,7 +131,7 @@ class LevelOnModelTest(absltest.TestCase):
                     model=models.MLP(features=(8,)),
                     loss=models.cross_entropy,
                     sample_inputs=x,
-                    freeze_warmup_steps=0,
+                    options=boostax.StepOptions(freeze_warmup_steps=0),
                 )
 
     def test_mindspores_o1_is_kept_where_asked(self):

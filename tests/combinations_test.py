@@ -78,8 +78,8 @@ class CombinationsTest(parameterized.TestCase):
             ]
             kwargs["loss_scale"] = boost.GroupLossScaleManager(2.0**8, [paths])
         if "dim_reduce" in subset:
-            kwargs["pca_matrix"] = _pca_rows(
-                boostax.flatten_params(trained)[0].size
+            kwargs["options"] = boostax.StepOptions(
+                pca_matrix=_pca_rows(boostax.flatten_params(trained)[0].size)
             )
         refused = [pair for pair in REFUSED if set(pair) <= subset]
         if refused:

@@ -53,8 +53,7 @@ def _step(background, **kwargs):
         model=model,
         loss=models.cross_entropy,
         sample_inputs=digits.x_train[:1],
-        background_compile=background,
-        **kwargs,
+        **_utils.with_step_options(kwargs, background_compile=background),
     )
     variables = model.init(jax.random.PRNGKey(0), digits.x_train[:1])
     return ts, ts.init(variables)
@@ -260,8 +259,11 @@ EXIT_MID_COMPILE = textwrap.dedent(
         "O1",
         {"grad_freeze": {"param_groups": 6, "total_steps": 40}},
         optimizer=optax.adam(1e-2), model=model, loss=models.cross_entropy,
-        sample_inputs=x[:1], background_compile=True,
-        freeze_warmup_steps=0,  # every depth compiles from the first step
+        sample_inputs=x[:1],
+        options=boostax.StepOptions(
+            background_compile=True,
+            freeze_warmup_steps=0,  # every depth compiles from the first step
+        ),
     )
     state = ts.init(model.init(jax.random.PRNGKey(0), x[:1], train=False))
     state, _ = ts(state, (x, np.zeros(8, np.int32)))
@@ -281,7 +283,7 @@ class WarmupArgumentTest(absltest.TestCase):
                 model=models.MLP(features=(8,)),
                 loss=models.cross_entropy,
                 sample_inputs=digits.x_train[:1],
-                freeze_warmup_steps=8,
+                options=boostax.StepOptions(freeze_warmup_steps=8),
             )
         one_state_per_group = types.SimpleNamespace(can_mask=False)
         with self.assertRaisesRegex(ValueError, "FreezeOpt"):

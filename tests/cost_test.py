@@ -27,7 +27,7 @@ def _resnet_o1(groups=3, total_steps=50, warmup=0):
         model=model,
         loss=models.cross_entropy,
         sample_inputs=digits.x_train[:1],
-        freeze_warmup_steps=warmup,
+        options=boostax.StepOptions(freeze_warmup_steps=warmup),
     )
     init = jax.jit(model.init, static_argnames="train")  # one compile
     state = ts.init(

@@ -396,7 +396,7 @@ class AutoBoostDimReduceTest(parameterized.TestCase):
                 self._config(path),
                 optimizer=optax.sgd(1.0),
                 loss_fn=loss_fn,
-                trajectory=trajectory,
+                options=boostax.StepOptions(trajectory=trajectory),
             )
             # The matrix was computed and saved; a second run loads it.
             saved = np.load(path)
@@ -456,7 +456,7 @@ class AutoBoostDimReduceTest(parameterized.TestCase):
                 config,
                 optimizer=optax.sgd(1.0),
                 loss_fn=loss_fn,
-                trajectory=trajectory,
+                options=boostax.StepOptions(trajectory=trajectory),
             )
         state = ts.init(params)
         batch1, batch2 = _batches(2)
@@ -478,7 +478,8 @@ class AutoBoostDimReduceTest(parameterized.TestCase):
         with self.assertRaisesRegex(
             ValueError,
             r"no source for it \(`pca_mat_path` '.*pca.npy' does not "
-            r"exist\): pass `pca_matrix=` .* or `trajectory=`",
+            r"exist\): pass `options=boostax.StepOptions\(pca_matrix=\.\.\.\)`"
+            r" .* or `trajectory=`",
         ):
             with tempfile.TemporaryDirectory() as tmp:
                 boostax.auto_boost(
@@ -495,7 +496,7 @@ class AutoBoostDimReduceTest(parameterized.TestCase):
                 self._config(None),
                 optimizer=optax.sgd(1.0),
                 loss_fn=loss_fn,
-                trajectory=np.zeros(5),
+                options=boostax.StepOptions(trajectory=np.zeros(5)),
             )
 
     def test_too_few_snapshots(self):
@@ -507,7 +508,7 @@ class AutoBoostDimReduceTest(parameterized.TestCase):
                     self._config(os.path.join(tmp, "pca.npy")),
                     optimizer=optax.sgd(1.0),
                     loss_fn=loss_fn,
-                    trajectory=trajectory,
+                    options=boostax.StepOptions(trajectory=trajectory),
                 )
 
 

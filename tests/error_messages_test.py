@@ -22,6 +22,7 @@ from flax import linen as nn
 
 import boostax
 from boostax.examples import models
+from tests import _utils
 
 SGD = optax.sgd(0.1)
 CE = models.cross_entropy
@@ -33,7 +34,9 @@ LESS_BN = {"boost": {"mode": "manual", "less_bn": True}}
 
 def _mlp_step(**kwargs):
     model = models.MLP(features=(8,))
-    step = boostax.make_train_step(SGD, model=model, loss=CE, **kwargs)
+    step = boostax.make_train_step(
+        SGD, model=model, loss=CE, **_utils.with_step_options(kwargs)
+    )
     return step, model.init(jax.random.PRNGKey(0), X)
 
 
@@ -195,8 +198,10 @@ class WeightDecayMaskTest(absltest.TestCase):
             optimizer=SGD,
             model=model,
             loss=CE,
-            weight_decay=1e-4,
-            weight_decay_mask={"Dense_0": {"kernel": True, "bias": False}},
+            options=boostax.StepOptions(
+                weight_decay=1e-4,
+                weight_decay_mask={"Dense_0": {"kernel": True, "bias": False}},
+            ),
         )
         variables = model.init(jax.random.PRNGKey(0), X)
         with self.assertRaisesRegex(
@@ -232,8 +237,9 @@ class ModelCallTest(absltest.TestCase):
         with self.assertRaisesRegex(
             ValueError,
             r"draws from the RNG stream 'noise', which `rng_collections` "
-            r"\(\('dropout',\)\) does not name: pass "
-            r"`rng_collections=\('dropout', 'noise'\)`",
+            r"\(\('dropout',\)\) does not name: build the step with "
+            r"`options=boostax.StepOptions\(rng_collections=\('dropout', "
+            r"'noise'\)\)`",
         ):
             step.trace(state, (X, Y))
 
@@ -318,7 +324,7 @@ class PCAFileShapeTest(absltest.TestCase):
         with self.assertRaisesRegex(
             ValueError, rf"`pca_matrix` has shape \(3, {n - 1}\), expected"
         ):
-            boost(pca_matrix=q.T[:, :-1])
+            boost(options=boostax.StepOptions(pca_matrix=q.T[:, :-1]))
 
 
 class StateBytesTest(absltest.TestCase):

@@ -166,7 +166,7 @@ class PackedBatchTest(absltest.TestCase):
             optimizer=tx,
             model=model,
             loss=token_loss,
-            batch_keys=PACKED_KEYS,
+            options=boostax.StepOptions(batch_keys=PACKED_KEYS),
         )
         state = ts.init(variables)
 
@@ -210,7 +210,7 @@ class PackedBatchTest(absltest.TestCase):
             optimizer=optax.sgd(0.1),
             model=model,
             loss=token_loss,
-            batch_keys=PACKED_KEYS,
+            options=boostax.StepOptions(batch_keys=PACKED_KEYS),
         )
         keys = {"params": jax.random.PRNGKey(0), "dropout": jax.random.key(1)}
         state = ts.init(model.init(keys, *args))
@@ -232,7 +232,7 @@ class PackedBatchTest(absltest.TestCase):
                     optax.sgd(0.1),
                     model=PackedLM(Config()),
                     loss=token_loss,
-                    batch_keys=bad,
+                    options=boostax.StepOptions(batch_keys=bad),
                 )
 
 

@@ -260,7 +260,7 @@ class BatchAndRngTest(absltest.TestCase):
                 optimizer=optax.sgd(0.1),
                 model=model,
                 loss=cross_entropy,
-                batch_keys=("image", "label"),
+                options=boostax.StepOptions(batch_keys=("image", "label")),
             ),
             variables,
             [batch(0, as_dict=True)],
@@ -300,8 +300,10 @@ class BatchAndRngTest(absltest.TestCase):
                     optimizer=optax.sgd(0.1),
                     model=model,
                     loss=cross_entropy,
-                    rng_collections=("dropout", "noise"),
-                    train_kwargs={"train": True, "noise_scale": scale},
+                    options=boostax.StepOptions(
+                        rng_collections=("dropout", "noise"),
+                        train_kwargs={"train": True, "noise_scale": scale},
+                    ),
                 ),
                 variables,
                 [batch()],
@@ -315,7 +317,7 @@ class BatchAndRngTest(absltest.TestCase):
             boostax.make_train_step(
                 optax.sgd(0.1),
                 loss_fn=lambda p, b: jnp.sum(p),
-                batch_keys=("x", "y"),
+                options=boostax.StepOptions(batch_keys=("x", "y")),
             )
 
 
@@ -341,7 +343,7 @@ class WeightDecayTest(absltest.TestCase):
                 optimizer=optax.sgd(0.1),
                 model=model,
                 loss=cross_entropy,
-                weight_decay=1e-2,
+                options=boostax.StepOptions(weight_decay=1e-2),
             ),
             variables,
             [batch()],
@@ -361,7 +363,7 @@ class WeightDecayTest(absltest.TestCase):
             model=model,
             loss=cross_entropy,
             sample_inputs=x,
-            weight_decay=0.5,
+            options=boostax.StepOptions(weight_decay=0.5),
         )
         params = ts.init(model.init(jax.random.PRNGKey(0), x, train=False))
         params = params.params
@@ -381,15 +383,17 @@ class WeightDecayTest(absltest.TestCase):
                 {"boost": {"mode": "manual", "dim_reduce": True}},
                 optimizer=optax.sgd(0.1),
                 loss_fn=lambda p, b: jnp.sum(p),
-                pca_matrix=np.eye(32, 40, dtype=np.float32),
-                weight_decay=1e-4,
+                options=boostax.StepOptions(
+                    pca_matrix=np.eye(32, 40, dtype=np.float32),
+                    weight_decay=1e-4,
+                ),
             )
         with self.assertRaisesRegex(ValueError, "`weight_decay_mask` is given"):
             boostax.auto_boost(
                 "O0",
                 optimizer=optax.sgd(0.1),
                 loss_fn=lambda p, b: jnp.sum(p),
-                weight_decay_mask=lambda p: p,
+                options=boostax.StepOptions(weight_decay_mask=lambda p: p),
             )
 
 
@@ -545,12 +549,12 @@ class MeshStateTest(absltest.TestCase):
         model = SyncBNNet()
         ts = boostax.auto_boost(
             "O0",
+            {"data_parallel": {"shard_optimizer_state": True}},
             optimizer=optax.adam(1e-2),
             model=model,
             loss=cross_entropy,
             sample_inputs=X,
             mesh=jax.make_mesh((8,), (AXIS,)),
-            shard_optimizer_state=True,
             precision=boostax.precision_policy("O2", "bfloat16"),
         )
         state, _ = train(
@@ -666,7 +670,7 @@ class StateCheckTest(absltest.TestCase):
         ts = boostax.make_train_step(
             optax.sgd(0.1),
             loss_fn=lambda p, b: (self.loss_fn(p, b), {"loss": 0.0}),
-            has_aux=True,
+            options=boostax.StepOptions(has_aux=True),
         )
         with self.assertRaisesRegex(ValueError, r"name\(s\) \['loss'\]"):
             ts(ts.init(self.params), jnp.ones(3))
@@ -699,17 +703,14 @@ class ArgumentTest(parameterized.TestCase):
     )
     def test_flags_are_bools(self, name, value):
         with self.assertRaisesRegex(TypeError, f"`{name}` must be a bool"):
-            boostax.auto_boost(
-                "O0",
-                optimizer=optax.sgd(0.1),
-                loss_fn=self.loss_fn,
-                **{name: value},
-            )
+            boostax.StepOptions(**{name: value})
 
     def test_donate_state_string_in_make_train_step(self):
         with self.assertRaisesRegex(TypeError, "`donate_state` must be a bool"):
             boostax.make_train_step(
-                optax.sgd(0.1), loss_fn=self.loss_fn, donate_state="False"
+                optax.sgd(0.1),
+                loss_fn=self.loss_fn,
+                options=boostax.StepOptions(donate_state="False"),
             )
 
     @parameterized.parameters(
@@ -743,7 +744,7 @@ class ArgumentTest(parameterized.TestCase):
                 "O0",
                 optimizer=optax.sgd(0.1),
                 loss_fn=self.loss_fn,
-                pca_matrix=np.eye(2, 3),
+                options=boostax.StepOptions(pca_matrix=np.eye(2, 3)),
             )
 
     def test_pca_matrix_rows_must_match_n_components(self):
@@ -755,7 +756,9 @@ class ArgumentTest(parameterized.TestCase):
                 {"boost": {"mode": "manual", "dim_reduce": True}},
                 optimizer=optax.sgd(0.1),
                 loss_fn=self.loss_fn,
-                pca_matrix=np.eye(4, 40, dtype=np.float32),
+                options=boostax.StepOptions(
+                    pca_matrix=np.eye(4, 40, dtype=np.float32)
+                ),
             )
 
     def test_config_alpha_must_be_finite(self):

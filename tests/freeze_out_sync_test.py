@@ -74,7 +74,7 @@ def train_step(k: int):
         config,
         optimizer=optax.sgd(LR),
         loss_fn=loss_fn,
-        skip_nonfinite=True,
+        options=boostax.StepOptions(skip_nonfinite=True),
     )
 
 

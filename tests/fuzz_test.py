@@ -134,9 +134,13 @@ class FuzzTest(absltest.TestCase):
     )
     def test_auto_boost(self, argument, value):
         kwargs = dict(optimizer=SGD, model=MODEL, loss=CE, sample_inputs=X)
-        if argument == "weight_decay_mask":
-            kwargs["weight_decay"] = 1e-4
-        kwargs[argument] = value
+        if argument in boostax.StepOptions.__dataclass_fields__:
+            options = {argument: value}
+            if argument == "weight_decay_mask":
+                options["weight_decay"] = 1e-4
+            kwargs["options"] = options
+        else:
+            kwargs[argument] = value
         level = kwargs.pop("level", "O0")
         self.assert_boostax_error(
             lambda: boostax.auto_boost(level, **kwargs), argument, value

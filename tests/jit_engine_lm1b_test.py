@@ -57,9 +57,9 @@ def build(mesh, config):
         optimizer=optax.adamw(3e-3),
         model=models.TransformerLM(CONFIG),
         loss=token_loss,
-        batch_keys=("inputs", "inputs"),
         sample_inputs=jnp.ones((1, LENGTH), jnp.int32),
         mesh=mesh,
+        options=boostax.StepOptions(batch_keys=("inputs", "inputs")),
     )
 
 

@@ -82,7 +82,7 @@ def build(level="O0", config=None, optimizer=None, devices=8, **kwargs):
         loss=loss,
         sample_inputs=jnp.zeros((1, 6, 6, 3)),
         mesh=mesh() if devices > 1 else None,
-        **kwargs,
+        **_utils.with_step_options(kwargs),
     )
 
 

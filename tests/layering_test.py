@@ -88,6 +88,7 @@ CONCEPTS = {
     "param_reads": "the dtype a loss function reads each parameter in",
     "step_checks": "checks at a step's boundary: is this state its own?",
     "step_factory": "make_train_step: a TrainStep from a model and optimizer",
+    "step_options": "StepOptions: a step's settings beyond model and config",
     "timing": "step-time ratios that survive a noisy machine",
     "train_state": "TrainState: everything a step reads and writes",
     "train_step": "TrainStep: a builder's functions run by its programs",

@@ -325,7 +325,7 @@ class DonateStateTest(absltest.TestCase):
             optax.sgd(0.1),
             model=MODEL,
             loss=models.cross_entropy,
-            donate_state=True,
+            options=boostax.StepOptions(donate_state=True),
         )
         variables = trained(FRESH, 5)
         rng = jax.random.PRNGKey(3)

@@ -230,8 +230,9 @@ class SkippedStepsTest(parameterized.TestCase):
             optax.adam(1e-2),
             model=model,
             loss=models.cross_entropy,
-            skip_nonfinite=True,
-            max_consecutive_skips=2,
+            options=boostax.StepOptions(
+                skip_nonfinite=True, max_consecutive_skips=2
+            ),
         )
         state = ts.init(model.init(jax.random.PRNGKey(0), x, train=False))
         state, metrics = ts(state, (x, y))
@@ -272,7 +273,9 @@ class SkippedStepsTest(parameterized.TestCase):
         self.assertEqual(float(metrics["loss_scale"]), 1.0)  # the minimum
         self.assertLen(found, 1)
         ts = boostax.make_train_step(
-            optax.sgd(0.1), loss_fn=two_group_loss, max_consecutive_skips=1
+            optax.sgd(0.1),
+            loss_fn=two_group_loss,
+            options=boostax.StepOptions(max_consecutive_skips=1),
         )  # no loss scaling, no skip_nonfinite: nothing to watch
         _, metrics, found = self._run(ts, ts.init(_two_group_params()), [nan])
         self.assertNotIn("overflow", metrics)
@@ -280,11 +283,15 @@ class SkippedStepsTest(parameterized.TestCase):
     def test_errors(self):
         with self.assertRaisesRegex(ValueError, "`max_consecutive_skips` must"):
             boostax.make_train_step(
-                optax.sgd(0.1), loss_fn=two_group_loss, max_consecutive_skips=0
+                optax.sgd(0.1),
+                loss_fn=two_group_loss,
+                options=boostax.StepOptions(max_consecutive_skips=0),
             )
         with self.assertRaisesRegex(TypeError, "`skip_nonfinite` must be a b"):
             boostax.make_train_step(
-                optax.sgd(0.1), loss_fn=two_group_loss, skip_nonfinite=1
+                optax.sgd(0.1),
+                loss_fn=two_group_loss,
+                options=boostax.StepOptions(skip_nonfinite=1),
             )
 
 

@@ -186,13 +186,12 @@ class ShardedAdaSumTest(parameterized.TestCase):
         for shard in (False, True):
             ts = boostax.auto_boost(
                 "O2",
-                config,
+                {**config, "data_parallel": {"shard_optimizer_state": shard}},
                 optimizer=optax.sgd(0.05, momentum=0.9),
                 model=model,
                 loss=models.cross_entropy,
                 sample_inputs=x,
                 mesh=jax.make_mesh((8,), ("data",)),
-                shard_optimizer_state=shard,
             )
             state = ts.init(
                 model.init(jax.random.PRNGKey(0), x[:1], train=False)

@@ -60,14 +60,16 @@ def _run(level, shard):
     x = np.zeros((1, *SHAPE), np.float32)
     ts = boostax.auto_boost(
         level,
-        _config(level),
+        {
+            **_config(level),
+            "data_parallel": {"shard_optimizer_state": shard},
+        },
         optimizer=optax.adam(1e-2),
         model=_model(),
         loss=models.cross_entropy,
         sample_inputs=x,
         loss_scale=boostax.DynamicLossScale(2.0**8, scale_window=4),
         mesh=jax.make_mesh((8,), ("data",)),
-        shard_optimizer_state=shard,
     )
     state = ts.init(_model().init(jax.random.PRNGKey(0), x, train=False))
     digits = _utils.digits()
@@ -162,16 +164,20 @@ class ShardedParamsWithFreezingTest(parameterized.TestCase):
         for shard in (False, True):
             ts = boostax.auto_boost(
                 "O1",
-                {"grad_freeze": {"param_groups": 2, "total_steps": 8}},
+                {
+                    "grad_freeze": {"param_groups": 2, "total_steps": 8},
+                    "data_parallel": {
+                        "shard_optimizer_state": shard,
+                        "shard_params": shard or None,
+                    },
+                },
                 optimizer=optax.adam(1e-2),
                 model=model,
                 loss=models.cross_entropy,
                 sample_inputs=x,
                 mesh=jax.make_mesh((8,), ("data",)),
-                shard_optimizer_state=shard,
-                shard_params=shard or None,
                 precision=precision,
-                freeze_warmup_steps=warmup,
+                options=boostax.StepOptions(freeze_warmup_steps=warmup),
             )
             self.assertEqual(ts.builder.stores_sharded_params, shard)
             state = ts.init(model.init(jax.random.PRNGKey(0), x, train=False))

@@ -11,6 +11,7 @@ Each sharded step is compared with the replicated step of the same policy.
 
 import functools
 import re
+import warnings
 
 import flax.linen as nn
 import jax
@@ -552,28 +553,31 @@ class ShardParamsChoiceTest(parameterized.TestCase):
         self.assertIs(ts.data_parallel.shard_params, False)
         ts.init(_variables())
         self.assertFalse(ts.builder.stores_sharded_params)
-        # The keyword alone, and one that agrees with the config.
-        self.assertIs(
-            boost(
-                mesh=_mesh(), shard_optimizer_state=True, shard_params=False
-            ).data_parallel.shard_params,
-            False,
-        )
-        self.assertIs(
-            boost(
-                config, mesh=_mesh(), shard_params=False
-            ).data_parallel.shard_params,
-            False,
-        )
-        with self.assertRaisesRegex(ValueError, "contradicts the config's"):
-            boost(config, mesh=_mesh(), shard_params=True)
-        with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
-            boost(shard_params=True)
-        with self.assertRaisesRegex(
-            TypeError,
-            r"`shard_params` must be a bool \(True or False\) or None",
-        ):
-            boost(mesh=_mesh(), shard_optimizer_state=True, shard_params=1)
+        # The keywords (read for one release, with a DeprecationWarning):
+        # alone, and agreeing with the config.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.assertIs(
+                boost(
+                    mesh=_mesh(), shard_optimizer_state=True, shard_params=False
+                ).data_parallel.shard_params,
+                False,
+            )
+            self.assertIs(
+                boost(
+                    config, mesh=_mesh(), shard_params=False
+                ).data_parallel.shard_params,
+                False,
+            )
+            with self.assertRaisesRegex(ValueError, "contradicts the config's"):
+                boost(config, mesh=_mesh(), shard_params=True)
+            with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
+                boost(shard_params=True)
+            with self.assertRaisesRegex(
+                TypeError,
+                r"`shard_params` must be a bool \(True or False\) or None",
+            ):
+                boost(mesh=_mesh(), shard_optimizer_state=True, shard_params=1)
 
 
 if __name__ == "__main__":

@@ -571,19 +571,22 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "pass `mesh=`"):
             boostax.auto_boost(
                 "O0",
+                {"data_parallel": {"shard_optimizer_state": True}},
                 optimizer=optax.sgd(0.1),
                 loss_fn=loss_fn,
-                shard_optimizer_state=True,
             )
 
-    def test_auto_boost_passes_it_to_the_plan(self):
-        ts = boostax.auto_boost(
-            "O0",
-            optimizer=optax.sgd(0.1),
-            loss_fn=loss_fn,
-            mesh=_mesh(),
-            shard_optimizer_state=True,
-        )
+    def test_the_old_argument_warns_and_reaches_the_plan(self):
+        with self.assertWarnsRegex(
+            DeprecationWarning, "'data_parallel': {'shard_optimizer_state'"
+        ):
+            ts = boostax.auto_boost(
+                "O0",
+                optimizer=optax.sgd(0.1),
+                loss_fn=loss_fn,
+                mesh=_mesh(),
+                shard_optimizer_state=True,
+            )
         self.assertTrue(ts.data_parallel.shard_optimizer_state)
 
     def test_the_config_key_switches_it_on(self):
@@ -601,7 +604,10 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
                 config
             ).data_parallel.shard_optimizer_state
         )
-        with self.assertRaisesRegex(ValueError, "contradicts the config's"):
+        with (
+            self.assertRaisesRegex(ValueError, "contradicts the config's"),
+            self.assertWarns(DeprecationWarning),
+        ):
             boostax.auto_boost(
                 "O0",
                 config,
@@ -622,10 +628,10 @@ class ShardedOptimizerStateTest(parameterized.TestCase):
     def test_cost_report_shows_the_state_each_device_holds(self):
         ts = boostax.auto_boost(
             "O0",
+            {"data_parallel": {"shard_optimizer_state": True}},
             optimizer=optax.adam(1e-2),
             loss_fn=loss_fn,
             mesh=_mesh(),
-            shard_optimizer_state=True,
         )
         state = ts.init(_params())
         report = boostax.measure.cost_report(ts, state, _batch(0))

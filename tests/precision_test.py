@@ -49,7 +49,7 @@ def _resnet_step(precision, **kwargs):
         model=_resnet(),
         loss=models.cross_entropy,
         precision=precision,
-        **kwargs,
+        **_utils.with_step_options(kwargs),
     )
 
 
@@ -137,7 +137,10 @@ class PolicyTest(parameterized.TestCase):
 
 def _mlp_step(precision, **kwargs):
     return boostax.make_train_step(
-        optax.adam(1e-3), loss_fn=_mlp_loss, precision=precision, **kwargs
+        optax.adam(1e-3),
+        loss_fn=_mlp_loss,
+        precision=precision,
+        **_utils.with_step_options(kwargs),
     )
 
 
@@ -443,7 +446,8 @@ class GroupLossScaleUnderPolicyTest(parameterized.TestCase):
                 loss_fn=_policy_fp16_loss,
                 precision="O2",
                 loss_scale=rule,
-                cast_batch=(True, False),  # the inputs, not the targets
+                # the inputs, not the targets
+                options=boostax.StepOptions(cast_batch=(True, False)),
             )
             state, overflows = ts.init(params), 0
             for _ in range(40):
@@ -508,9 +512,11 @@ class PlainLossFunctionTest(parameterized.TestCase):
             error = h @ p["out"]["w"] - (targets - 1e5)
             return 1e-3 * jnp.mean(error**2)  # in float16's range at 2**15
 
-        given = {} if cast_batch is None else {"cast_batch": cast_batch}
         ts = boostax.make_train_step(
-            optax.adam(1e-2), loss_fn=loss_fn, precision="O2", **given
+            optax.adam(1e-2),
+            loss_fn=loss_fn,
+            precision="O2",
+            options=boostax.StepOptions(cast_batch=cast_batch),
         )
         state = ts.init(params)
         losses = []

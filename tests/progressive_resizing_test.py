@@ -284,8 +284,8 @@ class DictBatchTest(absltest.TestCase):
                 optax.sgd(0.1),
                 model=CNN(),
                 loss=models.cross_entropy,
-                batch_keys=("image", "label"),
                 **kwargs,
+                options=boostax.StepOptions(batch_keys=("image", "label")),
             )
 
         resizing = boostax.progressive_resizing(10, mode="crop")
@@ -335,9 +335,9 @@ class ComposeTest(absltest.TestCase):
                 model=CNN(),
                 loss=models.cross_entropy,
                 sample_inputs=data[0][0],
-                freeze_warmup_steps=2,
                 precision="bfloat16",
                 loss_scale=boostax.DynamicLossScale(2.0**8),
+                options=boostax.StepOptions(freeze_warmup_steps=2),
             )
         self.assertEqual(
             step.config.enabled_algorithms, ("less_bn", "grad_freeze")

@@ -106,7 +106,7 @@ class FNScaleTest(parameterized.TestCase):
                 model=model,
                 loss=models.cross_entropy,
                 sample_inputs=X8,
-                weight_decay=weight_decay,
+                options=boostax.StepOptions(weight_decay=weight_decay),
             )
             state = ts.init(variables)
             before = state.params
@@ -298,7 +298,8 @@ class AutoBoostProgressiveTest(absltest.TestCase):
             model=model,
             loss=models.cross_entropy,
             sample_inputs=X8,
-            freeze_warmup_steps=0,  # each depth's own program: cost_report's
+            # each depth's own program: cost_report's
+            options=boostax.StepOptions(freeze_warmup_steps=0),
         )
         state = ts.init(model.init(jax.random.PRNGKey(0), X8, train=False))
         self.assertFalse(ts.freezing.wrap)

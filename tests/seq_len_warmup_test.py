@@ -432,8 +432,8 @@ class BatchKeysTest(absltest.TestCase):
                 optax.adam(1e-2),
                 model=Tiny(),
                 loss=cross_entropy,
-                batch_keys=("inputs", "targets"),
                 **kwargs,
+                options=boostax.StepOptions(batch_keys=("inputs", "targets")),
             )
 
         step = make(seq_len_warmup=boostax.seq_len_warmup(10, **WARMUP))
@@ -541,7 +541,7 @@ class FreezingTest(absltest.TestCase):
                 model=Tiny(),
                 loss=cross_entropy,
                 sample_inputs=data[0][0],
-                freeze_warmup_steps=2,
+                options=boostax.StepOptions(freeze_warmup_steps=2),
             )
 
         boosted = step(True)
@@ -718,7 +718,7 @@ class ConfigTest(absltest.TestCase):
                 optimizer=optax.adam(1e-2),
                 model=Tiny(),
                 loss=cross_entropy,
-                background_compile=background,
+                options=boostax.StepOptions(background_compile=background),
             )
             state = step.init(variables())
             for batch in data:

@@ -153,7 +153,7 @@ def train(config):
         model=TinyNet(),
         loss=loss,
         sample_inputs=batch(0)[0],
-        background_compile=False,
+        options=boostax.StepOptions(background_compile=False),
     )
     variables = TinyNet().init(jax.random.PRNGKey(0), batch(0)[0], False)
     state = ts.init(variables)

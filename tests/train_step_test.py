@@ -212,7 +212,7 @@ class TrainStepTest(parameterized.TestCase):
             optimizer=optax.sgd(0.1),
             model=model,
             loss=loss,
-            has_aux=True,
+            options=boostax.StepOptions(has_aux=True),
         )
         state = ts.init(model.init(jax.random.PRNGKey(0), x))
         _, metrics = ts(state, (x, y))
@@ -302,7 +302,7 @@ class TrainStepTest(parameterized.TestCase):
             optimizer=optax.sgd(0.1),
             model=model,
             loss=models.cross_entropy,
-            donate_state=True,
+            options=boostax.StepOptions(donate_state=True),
         )
         state = ts.init(model.init(jax.random.PRNGKey(0), x))
         for _ in range(2):
@@ -320,7 +320,7 @@ class TrainStepTest(parameterized.TestCase):
                 optax.sgd(0.1),
                 model=model,
                 loss=models.cross_entropy,
-                donate_state=donate,
+                options=boostax.StepOptions(donate_state=donate),
             )
             state = ts.init(model.init(jax.random.PRNGKey(0), x))
             rng = np.asarray(state.rng)
@@ -362,7 +362,10 @@ class PerCallWorkTest(absltest.TestCase):
         model = models.MLP(features=(8,))
         x, y = _batches(True, 1)[0]
         ts = boostax.make_train_step(
-            optax.sgd(0.1), model=model, loss=models.cross_entropy, **kwargs
+            optax.sgd(0.1),
+            model=model,
+            loss=models.cross_entropy,
+            **_utils.with_step_options(kwargs),
         )
         variables = model.init(jax.random.PRNGKey(0), x)
         return ts, variables, (x, y)
@@ -602,11 +605,11 @@ class StepPartsTest(absltest.TestCase):
             optimizer=optax.sgd(0.1),
             loss_fn=_quadratic_loss,
             precision="bfloat16",
-            cast_batch=(True, False),
+            options=boostax.StepOptions(cast_batch=(True, False)),
         )
         self.assertEqual(ts.objective.cast_batch, (True, False))
         recipe = ts.plain_recipe
-        self.assertIsNone(recipe.kwargs["cast_batch"])
+        self.assertIsNone(recipe.kwargs["options"].cast_batch)
         self.assertIs(recipe.kwargs["loss_fn"], _quadratic_loss)
         plain = boostax.make_train_step(**recipe.kwargs)
         self.assertIsNone(plain.precision)

@@ -47,7 +47,7 @@ def _step(background):
         model=model,
         loss=models.cross_entropy,
         sample_inputs=digits.x_train[:1],
-        background_compile=background,
+        options=boostax.StepOptions(background_compile=background),
     )
     variables = model.init(jax.random.PRNGKey(0), digits.x_train[:1])
     return ts, ts.init(variables)

@@ -309,8 +309,10 @@ class O1StepTest(absltest.TestCase):
             loss=loss,
             sample_inputs=batch(0)[0],
             loss_scale=boostax.DynamicLossScale(2.0**8),
-            freeze_warmup_steps=freeze_warmup_steps,
-            background_compile=False,
+            options=boostax.StepOptions(
+                freeze_warmup_steps=freeze_warmup_steps,
+                background_compile=False,
+            ),
         )
 
     @staticmethod
@@ -491,8 +493,9 @@ class O0StepTest(absltest.TestCase):
             AVERAGING,
             optimizer=optax.adam(0.05),
             loss_fn=loss_fn,
-            predict_fn=predict_fn,
-            skip_nonfinite=True,
+            options=boostax.StepOptions(
+                predict_fn=predict_fn, skip_nonfinite=True
+            ),
         )
         states = run(ts, mlp_batches(6, nan_at=3))
         # The skipped step (3) keeps the params and the average bit for bit.
@@ -565,7 +568,9 @@ class O0StepTest(absltest.TestCase):
                 },
                 optimizer=optax.sgd(1.0),
                 loss_fn=loss_fn,
-                pca_matrix=boostax.pca_components(trajectory, 3),
+                options=boostax.StepOptions(
+                    pca_matrix=boostax.pca_components(trajectory, 3)
+                ),
             )
         states = run(ts, mlp_batches(3))
         self.assertFalse(

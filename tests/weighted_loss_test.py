@@ -81,10 +81,9 @@ def build(loss, devices, **kwargs):
         optimizer=optax.adam(1e-2),
         model=TokenModel(),
         loss=loss,
-        batch_keys=("inputs", "targets"),
         sample_inputs=jnp.zeros((1, LENGTH), jnp.int32),
         mesh=mesh,
-        **kwargs,
+        **_utils.with_step_options(kwargs, batch_keys=("inputs", "targets")),
     )
 
 
@@ -144,9 +143,9 @@ class WeightedLossTest(absltest.TestCase):
             optimizer=optax.adam(1e-2),
             model=TokenModel(),
             loss=weighted,
-            batch_keys=("inputs", "targets"),
             sample_inputs=jnp.zeros((1, LENGTH), jnp.int32),
             mesh=jax.make_mesh((8,), ("data",)),
+            options=boostax.StepOptions(batch_keys=("inputs", "targets")),
         )
         state, _ = train(ts)
         multi = optax.MultiSteps(optax.adam(1e-2), every_k_schedule=3)

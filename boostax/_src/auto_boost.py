@@ -8,7 +8,7 @@ The config's sections become the step's components in `boost_components`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import optax
@@ -22,11 +22,12 @@ from boostax._src import loss_scale as loss_scale_lib
 from boostax._src import (
     model_graph,
     objective_options,
-    step_builder,
+    user_warnings,
     validation,
 )
 from boostax._src import precision as precision_lib
 from boostax._src import progressive_resizing as progressive_resizing_lib
+from boostax._src import step_options as step_options_lib
 from boostax._src import train_step as train_step_lib
 from boostax._src import weight_decay as weight_decay_lib
 
@@ -39,30 +40,13 @@ def auto_boost(
     model: Any = None,
     loss: Callable[..., Any] | None = None,
     loss_fn: Callable[..., Any] | None = None,
-    has_aux: bool = False,
-    predict_fn: Callable[..., Any] | None = None,
     sample_inputs: Any = None,
     seed: int = 0,
-    loss_scale: Any = None,
-    precision: Any = None,
     mesh: Mesh | None = None,
-    shard_optimizer_state: bool | None = None,
-    shard_params: bool | None = None,
-    pca_matrix: Any = None,
-    trajectory: Any = None,
-    donate_state: bool = False,
-    background_compile: bool | None = None,
-    freeze_warmup_steps: int | None = None,
-    skip_nonfinite: bool = False,
-    max_consecutive_skips: int | None = 100,
-    raise_on_skips: bool = False,
-    weight_decay: float = 0.0,
-    weight_decay_mask: Any = None,
-    batch_keys: tuple[Any, str] | None = None,
-    rng_collections: Sequence[str] | None = None,
-    train_kwargs: Mapping[str, Any] | None = None,
-    eval_kwargs: Mapping[str, Any] | None = None,
-    cast_batch: Any = None,
+    precision: Any = None,
+    loss_scale: Any = None,
+    options: step_options_lib.StepOptions | Mapping[str, Any] | None = None,
+    **old_options: Any,
 ) -> train_step_lib.TrainStep:
     """Builds the jitted train step of a boost level.
 
@@ -75,8 +59,9 @@ def auto_boost(
     ``"auto"`` switches neither on, with a warning, because both cost
     loss there (MindSpore's O1 on it: mode ``"manual"`` with both on; for
     a language model see `boostax.text_recipe`). With ``dim_reduce`` on
-    (manual mode), DimReduce replaces `optimizer`: pass the PCA matrix, a
-    trajectory, or the config's ``pca_mat_path`` / ``weight_load_dir``.
+    (manual mode), DimReduce replaces `optimizer`: pass the PCA matrix or a
+    trajectory in `options` (`StepOptions`), or the config's
+    ``pca_mat_path`` / ``weight_load_dir``.
     The config's ``seq_len_warmup`` section (boostax's; ``enabled`` True)
     adds a sequence-length warm-up (`boostax.seq_len_warmup`) at any
     level, its ``progressive_resizing`` section progressive image resizing
@@ -98,8 +83,6 @@ def auto_boost(
         smoothed class targets (`boostax.label_smoothing_loss`; refused
         with `loss_fn`).
       loss_fn: instead of `model` and `loss`, ``loss_fn(params, batch)``.
-      has_aux: whether the loss returns ``(scalar, metrics_dict)``.
-      predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
       sample_inputs: one batch of model inputs (shapes only); needed by
         LessBN and gradient freezing, which trace the model.
       seed: seed of the gradient-freezing sequence (strategy 1).
@@ -121,82 +104,18 @@ def auto_boost(
         ``common.device_number`` devices and the optimizer's updates
         AdaSum'd across nodes. A 2-D mesh gives the (node, local) axes
         directly. In a multi-process run, each process passes its share of
-        every batch.
-      shard_optimizer_state: with `mesh`, split the optimizer state over
-        the devices (ZeRO-1, see `DataParallel`): with averaging, 1/P of it
-        per device, the same bytes sent; with AdaSum (O2), each node's
-        state split over its ``common.device_number`` devices, AdaSum
-        across nodes run on each device's slices. Elementwise optimizers
-        only. ``None``: the config's ``data_parallel.shard_optimizer_state``
-        (default ``False``).
-      shard_params: with `shard_optimizer_state`, store the float32 params
-        split too and all-gather them at the start of each step (see
-        `DataParallel`); ``False``: replicated. ``None``: the config's
-        ``data_parallel.shard_params``; ``None`` there too (default):
-        split only under a half-precision `precision` without gradient
-        freezing (O1, O2) or accumulation, where it sends fewer bytes.
-      pca_matrix: with ``dim_reduce``, the ``(n_components, n_params)``
-        PCA matrix of the weight trajectory (default: from the config's
-        ``pca_mat_path`` / ``weight_load_dir``, or `trajectory`).
-      trajectory: with ``dim_reduce``, a `Trajectory` (or an array of
-        flattened snapshots) to compute the PCA matrix from.
-      donate_state: donate the state a call is given to the step: XLA
-        writes the new state into its buffers (half the state's memory,
-        and less work per call) and the state given is deleted. Default
-        ``False``, like ``jax.jit``: every state stays valid, and the device
-        holds two states while a step runs (see `TrainStep`). The variables
-        given to `init` stay valid: the state holds copies of them.
-      background_compile: with gradient freezing, compile every freeze
-        depth in background threads from the first call on, while training
-        runs (default: on, unless the environment variable
-        ``BOOSTAX_BACKGROUND_COMPILE`` is ``0``). Off, each depth compiles
-        when the sequence first reaches it.
-      freeze_warmup_steps: with gradient freezing, the first train steps
-        (positions) run one masked program for every depth (each depth's
-        frozen gradients zeroed, its frozen params and optimizer slots
-        kept: every gradient computed, no saving) while the depths' own
-        programs compile; later steps run their depth's own program. The
-        program of a step depends on its position alone, so the results
-        do not depend on how fast the machine compiles. 0: every step runs
-        its depth's own program. Default: 1024.
-      skip_nonfinite: without `loss_scale`, skip (params, optimizer and
-        model state left exactly as they were) a step whose gradients are
-        not finite, as loss scaling does; `metrics` gets ``overflow``.
-      max_consecutive_skips: after this many skipped steps in a row (NaN
-        data, a dynamic loss scale stuck at its minimum), the call warns
-        with a ``RuntimeWarning``; ``None``: never.
-      raise_on_skips: raise ``FloatingPointError`` instead of warning.
-      weight_decay: L2 weight decay, in MindSpore's place: ``weight_decay *
-        params`` is added to the gradient first, then gradient
-        centralization (LessBN) and `optimizer` see it — the gradient of
-        ``weight_decay / 2 * sum(p ** 2)`` added to the loss, as the Flax
-        examples do. With accumulation it is added once per update, with
-        freezing to the trained leaves only. 0: none.
-      weight_decay_mask: the leaves decayed: a pytree of bools like the
-        params, or a function of the params returning one (as
-        ``optax.add_decayed_weights`` takes); default: leaves with more than
-        one dimension (kernels; not biases, normalisation scales or the FN
-        head's multiplier), as the Flax ImageNet example decays.
-      batch_keys: with `model`, ``(inputs key, targets key)`` when batches
-        are dicts (``("image", "label")`` in the Flax examples); the inputs
-        key may be a tuple of keys, the model's positional inputs (a packed
-        language-model batch: ``(("inputs", "inputs_position",
-        "inputs_segmentation"), "targets")``), and the targets key may be
-        an inputs key (``("inputs", "inputs")``: a model that shifts its
-        inputs into targets itself); default: ``(inputs, targets)``
-        pairs.
-      rng_collections: with a Linen `model`, the RNG streams it draws from
-        in training (``self.make_rng(name)``); default ``("dropout",)``.
-        Each step gives every stream its own key.
-      train_kwargs: with `model`, keyword arguments of its call in training
-        (default ``{"train": True}`` when a Linen ``__call__`` takes
-        ``train``).
-      eval_kwargs: the same for `TrainStep.predict` (default
-        ``{"train": False}``).
-      cast_batch: with `loss_fn` and a half-precision `precision`, the
-        parts of the batch that are inputs, cast to the compute dtype (a
-        pytree of bools, a prefix of the batch, or a function of the batch
-        returning one); targets are never cast. ``None``: nothing is.
+        every batch. The config's ``data_parallel`` section splits the
+        optimizer state over it (ZeRO-1) and the params too (`DataParallel`).
+      options: a `StepOptions` (or a dict of its fields): how the model is
+        called (``has_aux``, ``batch_keys``, ``rng_collections``,
+        ``train_kwargs``, ...), how the step runs (``donate_state``, the
+        skipped-step settings, ``background_compile``,
+        ``freeze_warmup_steps``), ``weight_decay`` in MindSpore's place,
+        and DimReduce's ``pca_matrix`` / ``trajectory``.
+      **old_options: `StepOptions`' fields as keyword arguments, and
+        ``shard_optimizer_state`` / ``shard_params`` (now the config's
+        ``data_parallel`` section's only), as before: read for one
+        release, with a ``DeprecationWarning`` naming the new home.
 
     Returns:
       A `TrainStep`: ``state = ts.init(variables)``, then
@@ -233,57 +152,44 @@ def auto_boost(
       >>> int(state.step)
       1
     """
-    options = objective_options.ObjectiveOptions(
-        model=model,
-        loss=loss,
-        loss_fn=loss_fn,
-        has_aux=has_aux,
-        predict_fn=predict_fn,
-        batch_keys=batch_keys,
-        rng_collections=rng_collections,
-        train_kwargs=train_kwargs,
-        eval_kwargs=eval_kwargs,
-        cast_batch=cast_batch,
+    shard_optimizer_state = _old_data_parallel_setting(
+        old_options, "shard_optimizer_state"
+    )
+    shard_params = _old_data_parallel_setting(old_options, "shard_params")
+    step_options = step_options_lib.with_deprecated(
+        options, old_options, "auto_boost"
+    )
+    freeze_warmup_steps = step_options.freeze_warmup_steps
+    weight_decay = step_options.weight_decay
+    trained = objective_options.ObjectiveOptions.of(
+        step_options, model=model, loss=loss, loss_fn=loss_fn
     )
     boost_config = config_lib.boost_config(level, config)
     # The loss on smoothed targets: for the plain step and the boosted one.
-    options = label_smoothing_lib.with_label_smoothing(
-        options, boost_config.label_smoothing
+    trained = label_smoothing_lib.with_label_smoothing(
+        trained, boost_config.label_smoothing
     )
     components.check_implemented(boost_config)
     components.check_compatible(boost_config)
     validation.check_optimizer("optimizer", optimizer)
-    # Flags are checked before any tracing (LessBN, freezing groups).
-    validation.check_bool("has_aux", has_aux)
-    validation.check_bool("donate_state", donate_state)
-    validation.check_optional_bool("background_compile", background_compile)
-    if freeze_warmup_steps is not None:
-        validation.check_int(
-            "freeze_warmup_steps", freeze_warmup_steps, minimum=0
-        )
-    step_builder.check_skip_options(
-        skip_nonfinite, max_consecutive_skips, raise_on_skips
-    )
     validation.check_int("seed", seed, minimum=0)
-    weight_decay = validation.check_number(
-        "weight_decay", weight_decay, minimum=0
-    )
     components.check_unused_arguments(
         boost_config,
-        pca_matrix=pca_matrix,
-        trajectory=trajectory,
+        pca_matrix=step_options.pca_matrix,
+        trajectory=step_options.trajectory,
         weight_decay=weight_decay,
-        weight_decay_mask=weight_decay_mask,
     )
     if sample_inputs is not None:
         model_graph.check_sample_inputs(sample_inputs)
     loss_scale = components.loss_scale_from_config(boost_config, loss_scale)
     precision = precision_lib.get_policy(precision)
     convert_variables, less_bn_report = None, None
-    decay = weight_decay_lib.WeightDecay(weight_decay, weight_decay_mask)
+    decay = weight_decay_lib.WeightDecay(
+        weight_decay, step_options.weight_decay_mask
+    )
     # The plain step trains the original model (before LessBN).
     plain = objective_options.PlainRecipe.of(
-        options, decay.chain(optimizer), mesh
+        trained, decay.chain(optimizer), mesh
     )
     less_bn_plan = None
     if boost_config.is_enabled("less_bn"):
@@ -320,14 +226,14 @@ def auto_boost(
             # folds never add to: they are model state).
             loss_scale = loss_scale.restricted(
                 model_graph.param_shapes(model, sample_inputs),
-                model_graph.param_shapes(options.model, sample_inputs),
+                model_graph.param_shapes(trained.model, sample_inputs),
             )
     else:
         optimizer = decay.chain(optimizer)
     groups = None
     if boost_config.is_enabled("grad_freeze"):
         groups = components.freeze_groups(
-            options.model, boost_config, sample_inputs
+            trained.model, boost_config, sample_inputs
         )
         optimizer = components.with_freeze_out(optimizer, boost_config, groups)
     data_parallel = components.data_parallel_from_config(
@@ -340,8 +246,8 @@ def auto_boost(
         # DimReduce is the optimizer (MindSpore: SGD(lr=1) applying its step).
         optimizer = components.dim_reduce_from_config(
             boost_config,
-            pca_matrix,
-            trajectory,
+            step_options.pca_matrix,
+            step_options.trajectory,
             data_parallel,
             components.known_params(model, sample_inputs),
         )
@@ -356,7 +262,7 @@ def auto_boost(
         )
     # LessBN's reduced model is trained, and `init` takes the original's
     # variables too.
-    objective = options.replace(model=model).objective(convert_variables)
+    objective = trained.replace(model=model).objective(convert_variables)
     freezing = None
     if boost_config.is_enabled("grad_freeze"):
         freezing = components.freezing_from_config(boost_config, groups, seed)
@@ -367,15 +273,29 @@ def auto_boost(
         freezing=freezing,
         loss_scale=loss_scale,
         data_parallel=data_parallel,
-        donate_state=donate_state,
-        background_compile=background_compile,
+        donate_state=step_options.donate_state,
+        background_compile=step_options.background_compile,
         freeze_warmup_steps=freeze_warmup_steps,
-        skip_nonfinite=skip_nonfinite,
-        max_consecutive_skips=max_consecutive_skips,
-        raise_on_skips=raise_on_skips,
+        skip_nonfinite=step_options.skip_nonfinite,
+        max_consecutive_skips=step_options.max_consecutive_skips,
+        raise_on_skips=step_options.raise_on_skips,
         precision=precision,
         seq_len_warmup=progressive_resizing_lib.shape_schedule(boost_config),
         less_bn_report=less_bn_report,
         plain_recipe=plain,
         sample_inputs=sample_inputs,
     )
+
+
+def _old_data_parallel_setting(old_options: dict[str, Any], name: str) -> Any:
+    """Pops `name`, once an argument of `auto_boost` and now the config's
+    ``data_parallel`` section's only, warning that it moved."""
+    if name not in old_options:
+        return None
+    user_warnings.warn(
+        f"`auto_boost(..., {name}=...)` moved to the config: "
+        f"`{{'data_parallel': {{'{name}': ...}}}}`; the old spelling will "
+        "be removed in the next release.",
+        DeprecationWarning,
+    )
+    return old_options.pop(name)

@@ -46,9 +46,9 @@ def inputs_and_targets(batch, batch_keys=None) -> tuple[Any, Any]:
     if isinstance(batch, Mapping):
         raise TypeError(
             "A model objective takes batches as (inputs, targets) pairs, got "
-            f"a dict with keys {list(batch)}: pass `batch_keys=(inputs key, "
-            "targets key)`, e.g. `batch_keys=('image', 'label')`, to "
-            "auto_boost or make_train_step."
+            f"a dict with keys {list(batch)}: build the step with "
+            "`options=boostax.StepOptions(batch_keys=(inputs key, targets "
+            "key))`, e.g. `batch_keys=('image', 'label')`."
         )
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(

@@ -198,9 +198,10 @@ def check_pca_source(section: config_sections.DimReduceSection, trajectory):
         )
         raise ValueError(
             "DimReduce needs a PCA matrix and has no source for it"
-            f"{missing}: pass `pca_matrix=` (a (k, N) array) or "
-            "`trajectory=` (a boostax.Trajectory or an (S, N) array of "
-            "snapshots) to auto_boost, or set `dim_reduce.pca_mat_path` to "
+            f"{missing}: pass `options=boostax.StepOptions(pca_matrix=...)` "
+            "(a (k, N) array) or `trajectory=` there (a boostax.Trajectory "
+            "or an (S, N) array of snapshots) to auto_boost, or set "
+            "`dim_reduce.pca_mat_path` to "
             "an existing .npy file or `dim_reduce.weight_load_dir` to a "
             "directory of params checkpoints (boostax.save_snapshot)."
         )
@@ -223,11 +224,6 @@ def check_unused_arguments(config: config_lib.BoostConfig, **given) -> None:
             "replaces the optimizer and its line search minimises the loss "
             "alone (MindSpore drops the user's weight decay there). Add the "
             "L2 term to the loss instead, or switch dim_reduce off."
-        )
-    if given["weight_decay_mask"] is not None and not given["weight_decay"]:
-        raise ValueError(
-            "`weight_decay_mask` is given but `weight_decay` is 0: set the "
-            "decay, or drop the mask."
         )
 
 

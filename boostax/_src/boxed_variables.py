@@ -116,8 +116,9 @@ _WAY_OUT = (
     "created). To train them replicated, {unbox}. To "
     "hold 1/D of the stored params and optimizer state on each of D "
     "devices instead, do so and build the step data-parallel with "
-    "`boostax.auto_boost(..., mesh=mesh, shard_optimizer_state=True, "
-    "shard_params=True)` (boostax's own split over the step's mesh: each "
+    "`boostax.auto_boost(..., mesh=mesh)` and the config's "
+    "{{'data_parallel': {{'shard_optimizer_state': True, 'shard_params': "
+    "True}}}} (boostax's own split over the step's mesh: each "
     "step all-gathers the whole params it reads)."
 )
 

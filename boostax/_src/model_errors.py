@@ -105,17 +105,19 @@ def explained(objective, params, inputs, *, train: bool) -> Iterator[None]:
                 f"stream {stream.group(1)!r}: it is still in training mode "
                 f"with the call arguments `eval_kwargs` "
                 f"({objective.eval_kwargs!r}). Pass the arguments that switch "
-                "it to evaluation (`eval_kwargs=` to auto_boost or "
-                "make_train_step), or, where a field of the model does (Flax's"
-                " lm1b: `deterministic` in its config), the evaluation model: "
+                "it to evaluation (`boostax.StepOptions(eval_kwargs=...)` "
+                "as the step's `options`), or, where a field of the model "
+                "does (Flax's lm1b: `deterministic` in its config), the "
+                "evaluation model: "
                 "`ts.predict(state, inputs, model=eval_model)`."
             ) from e
         raise ValueError(
             f"The model draws from the RNG stream {stream.group(1)!r}, "
             f"which `rng_collections` ({objective.rng_collections!r}) does "
-            "not name: pass `rng_collections=("
+            "not name: build the step with `options=boostax.StepOptions("
+            "rng_collections=("
             + "".join(f"{n!r}, " for n in objective.rng_collections)
-            + f"{stream.group(1)!r})` to auto_boost or make_train_step."
+            + f"{stream.group(1)!r}))`."
         ) from e
     except (
         flax.errors.ScopeParamShapeError,

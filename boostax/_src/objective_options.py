@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """What a train step trains, as its builders are given it.
 
-`make_train_step` and `auto_boost` take the model or loss and the way the
-model is called as keyword arguments; each gathers them once into an
-`ObjectiveOptions`, which is what is passed on: to `make_objective` (the
-`Objective` the step differentiates) and, in `auto_boost`, to the
-`PlainRecipe` of the plain Optax step a boosted step is compared with.
+`make_train_step` and `auto_boost` take the model or loss as keyword
+arguments and the way the model is called in their `StepOptions`; each
+gathers them once into an `ObjectiveOptions`, which is what is passed on:
+to `make_objective` (the `Objective` the step differentiates) and, in
+`auto_boost`, to the `PlainRecipe` of the plain Optax step a boosted step
+is compared with.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from typing import Any, NamedTuple
 import optax
 
 from boostax._src import objectives as objectives_lib
+from boostax._src import step_options as step_options_lib
 
 
 @dataclasses.dataclass(frozen=True)
 class ObjectiveOptions:
     """The model or loss of a step and how the model is called.
 
-    The keyword arguments of the same names of `make_train_step`,
-    `auto_boost` and `make_objective` (see there); they are checked when
-    the objective is built (`objective`).
+    `make_objective`'s keyword arguments: the model, loss or loss function
+    of `make_train_step` and `auto_boost`, and the fields of their
+    `StepOptions` that say how the model is called (`of`); they are
+    checked when the objective is built (`objective`).
 
     Attributes:
       model: a Flax Linen or NNX module (with `loss`), or ``None``.
@@ -54,11 +57,36 @@ class ObjectiveOptions:
     eval_kwargs: Mapping[str, Any] | None = None
     cast_batch: Any = None
 
+    @classmethod
+    def of(
+        cls,
+        options: step_options_lib.StepOptions,
+        *,
+        model: Any = None,
+        loss: Callable[..., Any] | None = None,
+        loss_fn: Callable[..., Any] | None = None,
+    ) -> ObjectiveOptions:
+        """The model, loss or loss function a step was given, called as
+        `options` say."""
+        return cls(model=model, loss=loss, loss_fn=loss_fn, **options.calling())
+
     def kwargs(self) -> dict[str, Any]:
-        """The options as keyword arguments (of `make_train_step`)."""
+        """The options as keyword arguments (of `make_objective`)."""
         return {
             field.name: getattr(self, field.name)
             for field in dataclasses.fields(self)
+        }
+
+    def train_step_kwargs(self) -> dict[str, Any]:
+        """The options as `make_train_step`'s keyword arguments."""
+        calling = {
+            name: getattr(self, name) for name in step_options_lib.CALLING
+        }
+        return {
+            "model": self.model,
+            "loss": self.loss,
+            "loss_fn": self.loss_fn,
+            "options": step_options_lib.StepOptions(**calling),
         }
 
     def replace(self, **changes: Any) -> ObjectiveOptions:
@@ -99,4 +127,4 @@ class PlainRecipe(NamedTuple):
         """The recipe training `options` with `optimizer` (on `mesh`), in
         float32: without `cast_batch` (which a float32 step refuses)."""
         plain = options.replace(cast_batch=None)
-        return cls(dict(optimizer=optimizer, **plain.kwargs()), mesh)
+        return cls(dict(optimizer=optimizer, **plain.train_step_kwargs()), mesh)

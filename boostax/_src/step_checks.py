@@ -395,10 +395,10 @@ def donated_error(state) -> ValueError | None:
     return ValueError(
         f"The state's arrays are deleted ({', '.join(deleted[:3])}"
         f"{', ...' if len(deleted) > 3 else ''}): it was donated to an "
-        "earlier call of a step with `donate_state=True`, which reuses "
-        "the memory of the state it is given. Pass the state that call "
-        "returned, or build the step with `donate_state=False` to keep "
-        "every state valid."
+        "earlier call of a step with `donate_state=True` (`StepOptions`), "
+        "which reuses the memory of the state it is given. Pass the state "
+        "that call returned, or build the step with `donate_state=False` "
+        "to keep every state valid."
     )
 
 

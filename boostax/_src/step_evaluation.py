@@ -96,7 +96,8 @@ class Evaluation:
                     "with its own .eval() (Dropout deterministic, BatchNorm "
                     "on its running averages)"
                     if isinstance(self.objective, objectives_lib.NNXObjective)
-                    else "a loss function: give auto_boost `predict_fn=`"
+                    else "a loss function: give the step "
+                    "`options=boostax.StepOptions(predict_fn=...)`"
                 )
                 + "."
             )

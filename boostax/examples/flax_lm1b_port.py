@@ -88,22 +88,29 @@ def create_train_step(
 ):
     """The train step and its state (boostax: change 1, was
     ``TrainState.create``, ``replicate`` and the pmapped ``train_step``)."""
+    boost_config = dict(config.boost_config or {})
+    # boostax: ZeRO-1 is the config's (change 4).
+    boost_config["data_parallel"] = {
+        **boost_config.get("data_parallel", {}),
+        "shard_optimizer_state": config.shard_optimizer_state,
+    }
     ts = boostax.auto_boost(
         config.boost_level,
-        config.boost_config,
+        boost_config,
         optimizer=create_optimizer(config, learning_rate_fn),
         model=models.TransformerLM(train_config),
         loss=train_loss,
-        has_aux=True,
-        batch_keys=BATCH_KEYS,
-        # boostax: each step's dropout key from `rng` (change 3).
-        rng_collections=("dropout",),
         sample_inputs=tuple(
             jnp.ones((1, config.max_target_length), jnp.int32)
             for _ in TRAIN_KEYS
         ),
         mesh=mesh,  # boostax: was pmap (change 4)
-        shard_optimizer_state=config.shard_optimizer_state,
+        options=boostax.StepOptions(
+            has_aux=True,
+            batch_keys=BATCH_KEYS,
+            # boostax: each step's dropout key from `rng` (change 3).
+            rng_collections=("dropout",),
+        ),
     )
     return ts, ts.init(variables, rng=rng)
 
@@ -151,8 +158,9 @@ def train_and_evaluate(
     """Runs a training and evaluation loop, with boostax.
 
     Args:
-      config: Configuration to use; ``boost_level``, ``boost_config`` and
-        ``shard_optimizer_state`` go to `boostax.auto_boost`.
+      config: Configuration to use; ``boost_level`` and ``boost_config``
+        go to `boostax.auto_boost`, ``shard_optimizer_state`` into the
+        config's ``data_parallel`` section.
       workdir: Working directory (unused: no checkpoints here).
       writer: where the train and eval summaries and the samples go.
       devices: the devices to train on (default: every local device).

@@ -115,14 +115,16 @@ def create_train_state(
         optimizer=tx,
         model=model,
         loss=train_loss,
-        has_aux=True,
         sample_inputs=jnp.ones(
             (1, image_size, image_size, CHANNELS), model.dtype
         ),
         mesh=mesh,  # boostax: the devices (change 4)
         loss_scale=loss_scale,  # boostax: was dynamic_scale (change 6)
-        weight_decay=0.0001,  # boostax: was the L2 term (change 2)
-        batch_keys=("image", "label"),  # boostax: dict batches (change 3)
+        options=boostax.StepOptions(
+            has_aux=True,
+            weight_decay=0.0001,  # boostax: was the L2 term (change 2)
+            batch_keys=("image", "label"),  # boostax: dict batches (change 3)
+        ),
     )
     # boostax: the state of the variables (fresh: LessBN's init; change 1)
     return ts, ts.init({"params": params, "batch_stats": batch_stats})
