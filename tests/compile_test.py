@@ -231,7 +231,7 @@ class BackgroundCompileTest(absltest.TestCase):
             boostax.make_objective(loss_fn=broken),
             optax.sgd(0.1),
             freezing=boostax.Freezing(((("w",),),), np.zeros(4, np.int32)),
-            background_compile=True,
+            options=boostax.StepOptions(background_compile=True),
         )
         state = ts.init({"w": jnp.zeros(3)})
         with self.assertRaisesRegex(RuntimeError, "broken loss"):

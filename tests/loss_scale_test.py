@@ -265,7 +265,7 @@ class SkippedStepsTest(parameterized.TestCase):
             boostax.make_objective(loss_fn=two_group_loss),
             optax.sgd(0.1),
             loss_scale=boostax.DynamicLossScale(loss_scale_value=1.0),
-            max_consecutive_skips=3,
+            options=boostax.StepOptions(max_consecutive_skips=3),
         )
         state = ts.init(_two_group_params())
         nan = (jnp.full((5, 4), jnp.nan), jnp.zeros((5, 1)))

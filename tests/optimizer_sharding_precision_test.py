@@ -75,7 +75,7 @@ def _step(
         or boostax.DataParallel(
             _mesh(), shard_optimizer_state=shard, shard_params=shard_params
         ),
-        **kwargs,
+        **_utils.with_step_options(kwargs),
     )
 
 

@@ -71,7 +71,7 @@ def _steps(
             data_parallel=boostax.DataParallel(
                 mesh or _mesh(), shard_optimizer_state=shard
             ),
-            **kwargs,
+            **_utils.with_step_options(kwargs),
         )
         state = ts.init(_params())
         for seed in range(steps):

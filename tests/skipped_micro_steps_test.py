@@ -57,7 +57,7 @@ def train_step(k: int, loss_scale: bool = False) -> train_step_lib.TrainStep:
         boostax.gradient_accumulation(optax.sgd(LR, momentum=MOMENTUM), k),
         freezing=freezing_lib.Freezing(GROUPS, SEQUENCE, micro_steps=k),
         loss_scale=boostax.StaticLossScale(1.0) if loss_scale else None,
-        skip_nonfinite=not loss_scale,
+        options=boostax.StepOptions(skip_nonfinite=not loss_scale),
     )
 
 

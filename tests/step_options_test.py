@@ -153,6 +153,33 @@ class EntryPointsTest(parameterized.TestCase):
                 donate=True,
             )
 
+    def test_train_step_takes_how_it_runs(self):
+        objective = boostax.make_objective(loss_fn=loss_fn)
+        ts = boostax.TrainStep(
+            objective, optax.sgd(0.1), options={"skip_nonfinite": True}
+        )
+        self.assertTrue(ts.skip_nonfinite)
+        with self.assertWarnsRegex(
+            DeprecationWarning, r"`TrainStep\(\.\.\., donate_state=\.\.\.\)`"
+        ):
+            old = boostax.TrainStep(
+                objective, optax.sgd(0.1), donate_state=True
+            )
+        self.assertTrue(old.donate_state)
+
+    @parameterized.parameters(
+        ("batch_keys", ("x", "y"), "says how the model is called"),
+        ("has_aux", True, "says how the model is called"),
+        ("weight_decay", 1e-4, "is `auto_boost`'s"),
+    )
+    def test_train_step_refuses_what_it_would_ignore(self, name, value, why):
+        with self.assertRaisesRegex(ValueError, f"`options.{name}` {why}"):
+            boostax.TrainStep(
+                boostax.make_objective(loss_fn=loss_fn),
+                optax.sgd(0.1),
+                options={name: value},
+            )
+
     @parameterized.parameters(
         ("freeze_warmup_steps", 0),
         ("background_compile", False),

@@ -104,11 +104,8 @@ def make_train_step(
         objective.objective(),
         optimizer,
         data_parallel=data_parallel,
-        donate_state=options.donate_state,
         loss_scale=loss_scale,
         precision=precision,
-        skip_nonfinite=options.skip_nonfinite,
-        max_consecutive_skips=options.max_consecutive_skips,
-        raise_on_skips=options.raise_on_skips,
         seq_len_warmup=seq_len_warmup,
+        options=options.running(),
     )

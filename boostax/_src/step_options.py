@@ -212,6 +212,28 @@ class StepOptions:
         keyword arguments of the same names)."""
         return {name: getattr(self, name) for name in CALLING}
 
+    def running(self) -> StepOptions:
+        """These options' fields that say how the step runs (`TrainStep`'s),
+        the others at their defaults."""
+        return StepOptions(**{name: getattr(self, name) for name in RUNNING})
+
+    def check_for_train_step(self) -> None:
+        """Refuses a field `TrainStep` would not apply: how the model is
+        called is its objective's, the rest `auto_boost`'s."""
+        for name in self.changed():
+            if name in CALLING:
+                raise ValueError(
+                    f"`options.{name}` says how the model is called, which "
+                    "a TrainStep takes from its objective: give it to "
+                    "`boostax.make_objective`, or build the step with "
+                    "`boostax.make_train_step`."
+                )
+            if name not in RUNNING:
+                raise ValueError(
+                    f"`options.{name}` is `auto_boost`'s; a TrainStep would "
+                    "ignore it: build the step with `boostax.auto_boost`."
+                )
+
     def check_for_make_train_step(self) -> None:
         """Refuses a field `make_train_step` would not apply."""
         for name in self.changed():
@@ -232,6 +254,17 @@ CALLING = (
     "train_kwargs",
     "eval_kwargs",
     "cast_batch",
+)
+
+
+#: The fields `TrainStep` applies: how the step runs.
+RUNNING = (
+    "donate_state",
+    "skip_nonfinite",
+    "max_consecutive_skips",
+    "raise_on_skips",
+    "background_compile",
+    "freeze_warmup_steps",
 )
 
 

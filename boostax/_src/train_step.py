@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -42,8 +42,8 @@ from boostax._src import objectives as objectives_lib
 from boostax._src import progressive_resizing as progressive_resizing_lib
 from boostax._src import seq_len_warmup as seq_len_warmup_lib
 from boostax._src import step_builder as step_builder_lib
+from boostax._src import step_options as step_options_lib
 from boostax._src.objective_options import PlainRecipe
-from boostax._src.step_builder import check_skip_options
 from boostax._src.step_plan import StepPlan
 from boostax._src.train_state import AlgorithmStates, TrainState
 
@@ -209,39 +209,44 @@ class TrainStep(step_programs.StepPrograms):
         | None = None,
         loss_scale: loss_scale_lib.LossScale | None = None,
         data_parallel: data_parallel_lib.DataParallel | None = None,
-        donate_state: bool = False,
-        background_compile: bool | None = None,
-        freeze_warmup_steps: int | None = None,
-        skip_nonfinite: bool = False,
-        max_consecutive_skips: int | None = 100,
-        raise_on_skips: bool = False,
         precision: Any = None,
         seq_len_warmup: seq_len_warmup_lib.SeqLenWarmup
         | progressive_resizing_lib.ProgressiveResizing
         | None = None,
+        options: step_options_lib.StepOptions | Mapping[str, Any] | None = None,
         less_bn_report: less_bn_plan.LessBNReport | None = None,
         plain_recipe: PlainRecipe | None = None,
         sample_inputs: Any = None,
+        **old_options: Any,
     ):
         """Builds the step (what it runs: the class docstring).
 
         Args:
-          objective: the `Objective` to train (`make_objective`).
-          optimizer, loss_scale, data_parallel, donate_state, precision,
-            skip_nonfinite, max_consecutive_skips, raise_on_skips,
-            seq_len_warmup: as `make_train_step`'s.
+          objective: the `Objective` to train (`make_objective`, which
+            takes how the model is called).
+          optimizer, loss_scale, data_parallel, precision, seq_len_warmup:
+            as `make_train_step`'s.
           config: the `BoostConfig` it was built from, or ``None``.
           freezing: a `Freezing` plan, a function of the params returning
             one, or ``None``.
-          background_compile, freeze_warmup_steps: as `auto_boost`'s.
+          options: a `StepOptions` (or a dict of its fields): how the step
+            runs (``donate_state``, the skipped-step settings,
+            ``background_compile``, ``freeze_warmup_steps``). Its other
+            fields are the objective's or `auto_boost`'s: refused here.
           less_bn_report: with LessBN, the model's `LessBNReport`.
           plain_recipe: a `PlainRecipe` for the plain Optax step of the
             same model and optimizer: `cost_report`'s default baseline.
           sample_inputs: one batch of model inputs (arrays or shapes; the
             shapes are kept): `from_flax_train_state` then checks every
             variable's path and shape against the model's.
+          **old_options: `StepOptions`' running fields as keyword
+            arguments, as before it existed: read for one release, with a
+            ``DeprecationWarning``.
         """
-        validation.check_bool("donate_state", donate_state)
+        options = step_options_lib.with_deprecated(
+            options, old_options, "TrainStep"
+        )
+        options.check_for_train_step()
         for name, value, kind in (
             ("less_bn_report", less_bn_report, less_bn_plan.LessBNReport),
             ("plain_recipe", plain_recipe, PlainRecipe),
@@ -264,14 +269,10 @@ class TrainStep(step_programs.StepPrograms):
                 "boostax.progressive_resizing(...)",
             )
         self.seq_len_warmup = seq_len_warmup
-        self.donate_state = donate_state
-        validation.check_optional_bool("background_compile", background_compile)
-        self._warmup_given = freeze_warmup_steps is not None
+        self.donate_state = options.donate_state
+        self._warmup_given = options.freeze_warmup_steps is not None
         self.freeze_warmup_steps = program_schedule.warmup_steps(
-            freeze_warmup_steps, freezing
-        )
-        check_skip_options(
-            skip_nonfinite, max_consecutive_skips, raise_on_skips
+            options.freeze_warmup_steps, freezing
         )
         self.builder = step_builder_lib.StepBuilder(
             objective,
@@ -279,26 +280,26 @@ class TrainStep(step_programs.StepPrograms):
             loss_scale=loss_scale,
             freezing=freezing,
             data_parallel=data_parallel,
-            skip_nonfinite=skip_nonfinite,
+            skip_nonfinite=options.skip_nonfinite,
             precision=precision,
         )
         self.executables = executables_lib.Executables(
             self._checked_step_function,
-            donate_state=donate_state,
+            donate_state=options.donate_state,
             # Never changed by a step: the base key, the state's structure.
             given_fields=("rng", "fingerprint"),
         )
         self.config = config
         self.background_compile = (
             BACKGROUND_COMPILE
-            if background_compile is None
-            else background_compile
+            if options.background_compile is None
+            else options.background_compile
         )
         # Whether calls still hand programs to the background compiles.
         self._ahead = self.background_compile
         # Host side: skip flags not read yet, and the current run of skips.
         self._skips = skip_watch.SkipWatch(
-            max_consecutive_skips, raise_on_skips
+            options.max_consecutive_skips, options.raise_on_skips
         )
         # The state this step last returned, and its freeze position: such
         # a state needs no check and no device read.
