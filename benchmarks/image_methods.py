@@ -32,7 +32,8 @@ plain Optax is not saturated). On each:
 
 Arms: plain Optax; plain + each method (level O0 with the method's
 BoostConfig section); MindSpore's O1; the recipe; plain + every method;
-the recipe + every method; `boostax.image_recipe` (its default flips). A
+the recipe + every method; `boostax.image_recipe` (its default horizontal
+flip or none, chosen on validation: flips must keep the label). A
 method whose section this boostax lacks is skipped with a printed note.
 
     python benchmarks/image_methods.py                  # both workloads
@@ -138,14 +139,19 @@ class ArmSpec:
         (one method alone); else they are the single-method arms' choices.
       composed: whether the selection keeps, of `methods`, those whose own
         arm (plain + the method) beat plain Optax on validation.
+      base_knobs: ``(keyword, values)`` pairs of a preset `base` the
+        selection chooses (values as JSON-ready strings, mapped by
+        `preset_value`): the image recipe's flips, which must keep the
+        label, so validation decides whether the data keeps it.
     """
 
     name: str
     level: str
-    base: dict | Callable[[int], dict] | None = None
+    base: dict | Callable[..., dict] | None = None
     methods: tuple[str, ...] = ()
     own_knobs: bool = False
     composed: bool = False
+    base_knobs: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def grid(
         self, workload: speedup.Workload, lr_multiples, knob_values=None
@@ -157,6 +163,8 @@ class ArmSpec:
             for name in self.methods:
                 values = METHODS[name].values[:knob_values]
                 grid[METHODS[name].knob] = list(values)
+        for keyword, values in self.base_knobs:
+            grid[keyword] = list(values[:knob_values])
         return grid
 
     def maker(self, settings: dict, knobs: dict[str, float]) -> budgets.Maker:
@@ -171,7 +179,13 @@ class ArmSpec:
                 return speedup.plain_arm(workload)
             base = self.base
             if callable(base):
-                base = base(workload.total_steps)
+                base = base(
+                    workload.total_steps,
+                    **{
+                        keyword: preset_value(settings[keyword])
+                        for keyword, _ in self.base_knobs
+                    },
+                )
             config = dict(base or {})
             for name in self.methods:
                 method = METHODS[name]
@@ -184,6 +198,12 @@ class ArmSpec:
             )
 
         return budgets.Maker(self.name, make)
+
+
+def preset_value(value: str) -> Any:
+    """A preset knob's grid string as the preset's argument: ``"none"`` is
+    None, ``"a+b"`` the list ``["a", "b"]``."""
+    return None if value == "none" else value.split("+")
 
 
 def arm_specs() -> list[ArmSpec]:
@@ -206,9 +226,15 @@ def arm_specs() -> list[ArmSpec]:
             methods=every,
             composed=True,
         ),
-        # The preset as a user takes it (its horizontal flip by default):
-        # its knobs were the composition's on this workload's validation.
-        ArmSpec("image recipe", "O1", boostax.image_recipe),
+        # The preset as a user takes it: its knobs were the composition's
+        # on the shapes' validation; whether its default horizontal flip
+        # keeps this data's labels is for validation to say (digits: no).
+        ArmSpec(
+            "image recipe",
+            "O1",
+            boostax.image_recipe,
+            base_knobs=(("flips", ("horizontal", "none")),),
+        ),
     ]
 
 
