@@ -178,7 +178,9 @@ class DemoTest(absltest.TestCase):
         self.assertEqual(result["epochs"], [1, 2, 3])  # of a 2-epoch budget
         summary = result["summary"]
         arms = summary["arms"]
-        self.assertEqual(list(arms), ["plain optax", "O1", "recipe"])
+        self.assertEqual(
+            list(arms), ["plain optax", "O1", "recipe", "image recipe"]
+        )
         for name, runs in result["runs"].items():
             self.assertEqual([r["steps"] for r in runs], [21, 42, 63], name)
             self.assertTrue(all(r["seconds"] > 0 for r in runs), name)

@@ -117,11 +117,19 @@ def plain_maker() -> Maker:
     return Maker(speedup.PLAIN, speedup.plain_arm)
 
 
-def level_maker(name: str, level: str, config: dict | None = None) -> Maker:
-    return Maker(
-        name,
-        lambda workload: speedup.level_arm(workload, level, config, name=name),
-    )
+def level_maker(
+    name: str,
+    level: str,
+    config: dict | Callable[[int], dict] | None = None,
+) -> Maker:
+    """A boost level's arm; `config` may be a function of the run's length
+    in updates (a preset such as `boostax.image_recipe`)."""
+
+    def make(workload):
+        given = config(workload.total_steps) if callable(config) else config
+        return speedup.level_arm(workload, level, given, name=name)
+
+    return Maker(name, make)
 
 
 def fn_head_maker(name: str, **fn_head) -> Maker:
@@ -140,7 +148,7 @@ ROWS = (
 )
 
 
-def makers(rows: Sequence[tuple[str, str, dict | None]]) -> list[Maker]:
+def makers(rows: Sequence[tuple[str, str, Any]]) -> list[Maker]:
     """Plain Optax's maker, then one per ``(name, level, config)`` row.
 
     A row of level ``"fn_head"`` is `fn_head_maker` with `config` as its
