@@ -161,8 +161,8 @@ def auto_boost(
     )
     freeze_warmup_steps = step_options.freeze_warmup_steps
     weight_decay = step_options.weight_decay
-    trained = objective_options.ObjectiveOptions.of(
-        step_options, model=model, loss=loss, loss_fn=loss_fn
+    trained = objective_options.ObjectiveOptions(
+        model=model, loss=loss, loss_fn=loss_fn, calling=step_options
     )
     boost_config = config_lib.boost_config(level, config)
     # The loss on smoothed targets: for the plain step and the boosted one.

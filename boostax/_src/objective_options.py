@@ -13,7 +13,7 @@ is compared with.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import optax
@@ -28,65 +28,38 @@ class ObjectiveOptions:
 
     `make_objective`'s keyword arguments: the model, loss or loss function
     of `make_train_step` and `auto_boost`, and the fields of their
-    `StepOptions` that say how the model is called (`of`); they are
-    checked when the objective is built (`objective`).
+    `StepOptions` that say how the model is called; they are checked when
+    the objective is built (`objective`).
 
     Attributes:
       model: a Flax Linen or NNX module (with `loss`), or ``None``.
       loss: with `model`, ``loss(outputs, targets)``.
       loss_fn: instead of `model` and `loss`, ``loss_fn(params, batch)``.
-      has_aux: whether the loss also returns a dict of metrics.
-      predict_fn: with `loss_fn`, ``predict_fn(params, inputs)``.
-      batch_keys: with `model`, ``(inputs key, targets key)`` of dict
-        batches.
-      rng_collections: with a Linen `model`, the RNG streams it draws from.
-      train_kwargs: with `model`, keyword arguments of its call in training.
-      eval_kwargs: the same in evaluation.
-      cast_batch: with `loss_fn`, the parts of the batch a half-precision
-        policy casts.
+      calling: the `StepOptions` whose `StepOptions.calling` fields say how
+        the model is called (its other fields play no part here).
     """
 
     model: Any = None
     loss: Callable[..., Any] | None = None
     loss_fn: Callable[..., Any] | None = None
-    has_aux: bool = False
-    predict_fn: Callable[..., Any] | None = None
-    batch_keys: tuple[Any, str] | None = None
-    rng_collections: Sequence[str] | None = None
-    train_kwargs: Mapping[str, Any] | None = None
-    eval_kwargs: Mapping[str, Any] | None = None
-    cast_batch: Any = None
-
-    @classmethod
-    def of(
-        cls,
-        options: step_options_lib.StepOptions,
-        *,
-        model: Any = None,
-        loss: Callable[..., Any] | None = None,
-        loss_fn: Callable[..., Any] | None = None,
-    ) -> ObjectiveOptions:
-        """The model, loss or loss function a step was given, called as
-        `options` say."""
-        return cls(model=model, loss=loss, loss_fn=loss_fn, **options.calling())
+    calling: step_options_lib.StepOptions = step_options_lib.StepOptions()
 
     def kwargs(self) -> dict[str, Any]:
         """The options as keyword arguments (of `make_objective`)."""
         return {
-            field.name: getattr(self, field.name)
-            for field in dataclasses.fields(self)
+            "model": self.model,
+            "loss": self.loss,
+            "loss_fn": self.loss_fn,
+            **self.calling.calling(),
         }
 
     def train_step_kwargs(self) -> dict[str, Any]:
         """The options as `make_train_step`'s keyword arguments."""
-        calling = {
-            name: getattr(self, name) for name in step_options_lib.CALLING
-        }
         return {
             "model": self.model,
             "loss": self.loss,
             "loss_fn": self.loss_fn,
-            "options": step_options_lib.StepOptions(**calling),
+            "options": step_options_lib.StepOptions(**self.calling.calling()),
         }
 
     def replace(self, **changes: Any) -> ObjectiveOptions:
@@ -126,5 +99,7 @@ class PlainRecipe(NamedTuple):
     ) -> PlainRecipe:
         """The recipe training `options` with `optimizer` (on `mesh`), in
         float32: without `cast_batch` (which a float32 step refuses)."""
-        plain = options.replace(cast_batch=None)
+        plain = options.replace(
+            calling=options.calling.replace(cast_batch=None)
+        )
         return cls(dict(optimizer=optimizer, **plain.train_step_kwargs()), mesh)

@@ -97,8 +97,8 @@ def make_train_step(
         options, old_options, "make_train_step"
     )
     options.check_for_make_train_step()
-    objective = objective_options.ObjectiveOptions.of(
-        options, model=model, loss=loss, loss_fn=loss_fn
+    objective = objective_options.ObjectiveOptions(
+        model=model, loss=loss, loss_fn=loss_fn, calling=options
     )
     return TrainStep(
         objective.objective(),
