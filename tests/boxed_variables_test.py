@@ -80,7 +80,7 @@ class LinenTest(absltest.TestCase):
         self.assertIn("{'data': 2, 'model': 4}", message)
         self.assertIn("replicates them", message)
         self.assertIn("flax.linen.meta.unbox(variables)", message)
-        self.assertIn("shard_params=True", message)
+        self.assertIn("'shard_params': True", message)
         # The step took nothing: it still has no plan.
         self.assertIsNone(ts.builder.current_plan)
 

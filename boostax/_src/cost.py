@@ -381,7 +381,8 @@ def cost_report(
       ...     "O1", {"grad_freeze": {"param_groups": 3, "total_steps": 100}},
       ...     optimizer=optax.sgd(0.05, momentum=0.9), model=model,
       ...     loss=models.cross_entropy, sample_inputs=digits.x_train[:1],
-      ...     freeze_warmup_steps=0)  # each depth's own program from step 0
+      ...     # each depth's own program from step 0
+      ...     options=boostax.StepOptions(freeze_warmup_steps=0))
       >>> init = jax.jit(model.init, static_argnames="train")
       >>> state = ts.init(init(jax.random.PRNGKey(0), digits.x_train[:1],
       ...                      train=False))
