@@ -739,7 +739,9 @@ class ArgumentTest(parameterized.TestCase):
             )
 
     def test_dim_reduce_arguments_need_dim_reduce(self):
-        with self.assertRaisesRegex(ValueError, "`pca_matrix=` is DimReduce's"):
+        with self.assertRaisesRegex(
+            ValueError, "`options.pca_matrix` is DimReduce's"
+        ):
             boostax.auto_boost(
                 "O0",
                 optimizer=optax.sgd(0.1),

@@ -205,7 +205,7 @@ def auto_boost(
             raise ValueError(
                 "`freeze_warmup_steps` is gradient freezing's, and level "
                 f"{level_config.level!r} in mode 'auto' leaves freezing off "
-                "on this model, which has no BatchNorm: drop the argument, "
+                "on this model, which has no BatchNorm: drop the setting, "
                 "or switch freezing on with {'boost': {'mode': 'manual', "
                 "'grad_freeze': True}}."
             )

@@ -213,10 +213,10 @@ def check_unused_arguments(config: config_lib.BoostConfig, **given) -> None:
     for name in ("pca_matrix", "trajectory"):
         if given[name] is not None and not dim_reduce_on:
             raise ValueError(
-                f"`{name}=` is DimReduce's, and `dim_reduce` is off at level "
-                f"{config.level!r} in mode {config.mode!r}: switch it on "
-                "({'boost': {'mode': 'manual', 'dim_reduce': True}}) or drop "
-                "the argument."
+                f"`options.{name}` is DimReduce's, and `dim_reduce` is off at "
+                f"level {config.level!r} in mode {config.mode!r}: switch it "
+                "on ({'boost': {'mode': 'manual', 'dim_reduce': True}}) or "
+                "drop the setting."
             )
     if dim_reduce_on and given["weight_decay"]:
         raise ValueError(

@@ -221,7 +221,7 @@ def warmup_steps(value, freezing) -> int:
     if freezing is None:
         raise ValueError(
             "`freeze_warmup_steps` is gradient freezing's, and this step has "
-            "no freezing: drop the argument (or switch grad_freeze on)."
+            "no freezing: drop the setting (or switch grad_freeze on)."
         )
     return value
 
