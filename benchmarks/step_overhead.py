@@ -17,7 +17,8 @@ over the blocks. The arms:
 
 - ``lean donated``: the lean step a careful JAX user writes: the state a
   tuple of plain pytrees ``(params, model_state, opt_state)``, no step
-  counter, ``jax.jit`` with ``donate_argnums=0`` (`lean_step`); issue 46's
+  counter, ``jax.jit`` with ``donate_argnums=0``
+  (`boostax.examples.baseline.make_lean_step`); issue 46's
   target is O0 donated / lean donated <= 1.05 on the MLP and the CNN,
   <= 1.02 on the ResNet;
 - ``plain`` / ``plain donated``: the hand-written Optax + Flax step
@@ -55,7 +56,6 @@ from __future__ import annotations
 
 import cProfile
 import dataclasses
-import functools
 import os
 import pstats
 import statistics
@@ -133,44 +133,6 @@ def make_case(name: str, digits: data.Digits) -> Case:
     return Case(name, model, batch, variables, groups, kwargs)
 
 
-def lean_step(case: Case, optimizer, loss):
-    """The lean step a careful JAX user writes: ``jit(step, donate_argnums
-    =0)(state, batch) -> (state, loss)`` with the state a tuple of plain
-    pytrees, ``(params, model_state, opt_state)``, and no step counter;
-    and its initial state."""
-    train_kwargs = case.train_kwargs
-
-    @functools.partial(jax.jit, donate_argnums=0)
-    def step(state, batch):
-        params, model_state, opt_state = state
-        x, y = batch
-
-        def loss_fn(p):
-            variables = {"params": p, **model_state}
-            if not model_state:
-                return loss(
-                    case.model.apply(variables, x, **train_kwargs), y
-                ), {}
-            logits, new = case.model.apply(
-                variables, x, mutable=list(model_state), **train_kwargs
-            )
-            return loss(logits, y), new
-
-        (value, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params
-        )
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (
-            optax.apply_updates(params, updates),
-            model_state,
-            opt_state,
-        ), value
-
-    variables = dict(_copy(case.variables))
-    params = variables.pop("params")
-    return step, (params, variables, optimizer.init(params))
-
-
 def _copy(tree):
     # Each arm gets its own buffers: a donated state deletes them.
     return jax.tree.map(jnp.copy, tree)
@@ -234,7 +196,10 @@ def runners(
         name: _common.step_runner(step, _copy(plain_state), batch, steps)
         for name, step in plain.items()
     }
-    lean, lean_state = lean_step(case, optimizer, loss)
+    lean = baseline.make_lean_step(
+        case.model, optimizer, loss, **case.train_kwargs
+    )
+    lean_state = baseline.init_lean_state(_copy(case.variables), optimizer)
     runs["lean donated"] = _common.step_runner(lean, lean_state, batch, steps)
     for name, step in boosted.items():
         runs[name] = _common.step_runner(step, states[name], batch, steps)

@@ -57,28 +57,69 @@ def make_plain_step(
 
     @functools.partial(jax.jit, donate_argnums=0 if donate_state else ())
     def step(state: PlainState, batch):
-        x, y = batch
-        mutable = list(state.model_state)
-
-        def loss_fn(params):
-            variables = {"params": params, **state.model_state}
-            if not mutable:
-                return loss(model.apply(variables, x, **train_kwargs), y), {}
-            logits, model_state = model.apply(
-                variables, x, mutable=mutable, **train_kwargs
-            )
-            return loss(logits, y), model_state
-
-        (value, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            state.params
+        params, model_state, opt_state, value = _update(
+            model,
+            optimizer,
+            loss,
+            (state.params, state.model_state, state.opt_state),
+            batch,
+            train_kwargs,
         )
-        updates, opt_state = optimizer.update(
-            grads, state.opt_state, state.params
-        )
-        params = optax.apply_updates(state.params, updates)
         return PlainState(params, model_state, opt_state, state.step + 1), value
 
     return step
+
+
+def make_lean_step(
+    model: nn.Module,
+    optimizer: optax.GradientTransformation,
+    loss: Callable[[jax.Array, jax.Array], jax.Array],
+    **train_kwargs,
+):
+    """The lean step a careful JAX user writes, for per-call costs:
+    ``jit(step, donate_argnums=0)(state, (x, y)) -> (state, loss)`` with
+    the state a tuple of plain pytrees ``(params, model_state, opt_state)``
+    (`init_lean_state`) and no step counter. Arguments as
+    `make_plain_step`'s."""
+
+    @functools.partial(jax.jit, donate_argnums=0)
+    def step(state, batch):
+        params, model_state, opt_state, value = _update(
+            model, optimizer, loss, state, batch, train_kwargs
+        )
+        return (params, model_state, opt_state), value
+
+    return step
+
+
+def init_lean_state(variables, optimizer) -> tuple[Any, dict, optax.OptState]:
+    """`make_lean_step`'s state: ``(params, model_state, opt_state)``."""
+    state = init_plain_state(variables, optimizer)
+    return state.params, state.model_state, state.opt_state
+
+
+def _update(model, optimizer, loss, state, batch, train_kwargs):
+    """One update of ``state = (params, model_state, opt_state)`` on
+    ``batch = (x, y)``: the new three and the loss. Collections other
+    than ``params`` are mutable."""
+    params, model_state, opt_state = state
+    x, y = batch
+    mutable = list(model_state)
+
+    def loss_fn(params):
+        variables = {"params": params, **model_state}
+        if not mutable:
+            return loss(model.apply(variables, x, **train_kwargs), y), {}
+        logits, new_model_state = model.apply(
+            variables, x, mutable=mutable, **train_kwargs
+        )
+        return loss(logits, y), new_model_state
+
+    (value, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        params
+    )
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), model_state, opt_state, value
 
 
 def make_plain_predict(model: nn.Module, **eval_kwargs):

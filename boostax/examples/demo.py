@@ -3,7 +3,7 @@
 """The demo: does boost reach plain Optax's accuracy sooner?
 
 Run ``python -m boostax.examples.demo`` (``--help`` for options; about
-5.5 minutes on two shared CPU cores the first time, one with ``--quick``).
+4 minutes on two idle CPU cores the first time, one with ``--quick``).
 It runs the budgets protocol of `boostax.examples.budgets` on the bundled
 example ResNet and scikit-learn's 8x8 digits: plain Optax (a hand-written
 step), MindSpore's O1, boostax's recipe (`boostax.recipe`) and its image
