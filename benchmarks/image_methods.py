@@ -11,9 +11,12 @@ plain Optax is not saturated). On each:
    (`selection.carve_validation`); every run below trains on the rest.
 2. **selection**: every arm's settings (learning rate x the method's own
    knob: label smoothing's alpha, the average's decay, resizing's initial
-   scale) chosen by mean validation accuracy of full-budget runs
-   (`selection.select`); the grid, every point's validation accuracies and
-   the choice go into the JSON. Composed arms take, at their own arms'
+   scale) chosen by mean validation accuracy of full-budget runs from 2
+   seeds (`selection.select`); a learning rate chosen on the grid's edge
+   doubles (or halves) past it, up to twice, until the choice is inside
+   the range tried (every arm of the first shapes run chose the top). The
+   grid, every point's validation accuracies and the choice go into the
+   JSON. Composed arms take, at their own arms'
    chosen knobs, the methods that buy accuracy per step whose own arm beat
    plain Optax on validation, and those that make steps cheaper whose own
    arm stayed within two binomial standard errors of plain's
@@ -233,7 +236,9 @@ def arm_specs() -> list[ArmSpec]:
             "image recipe",
             "O1",
             boostax.image_recipe,
-            base_knobs=(("flips", ("horizontal", "none")),),
+            base_knobs=(
+                ("flips", ("horizontal", "horizontal+vertical", "none")),
+            ),
         ),
     ]
 
@@ -346,6 +351,8 @@ def choose(
             score,
             seeds,
             progress=lambda line: print(line, flush=True),
+            widen={"learning_rate": 2.0} if args.max_widenings else None,
+            max_widenings=args.max_widenings,
         )
         if spec.own_knobs:
             (name,) = spec.methods
@@ -484,9 +491,16 @@ def _parser() -> argparse.ArgumentParser:
         help="learning rates tried, as multiples of the workload's",
     )
     parser.add_argument(
+        "--max-widenings",
+        type=int,
+        default=2,
+        help="times the learning-rate grid may double past an edge the "
+        "best point sits on (0: never; default: %(default)s)",
+    )
+    parser.add_argument(
         "--selection-seeds",
         type=int,
-        default=1,
+        default=2,
         help="seeds per grid point of the selection (default: %(default)s)",
     )
     parser.add_argument(

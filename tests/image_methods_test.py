@@ -119,6 +119,52 @@ class SelectTest(absltest.TestCase):
         )
         self.assertEqual(chosen.grid, {"learning_rate": [0.1, 0.2, 0.4]})
 
+    def test_widening_moves_an_edge_choice_inside(self):
+        # Validation peaks at lr 0.05, below the grid; the other setting's
+        # values train at every widened learning rate.
+        calls = []
+
+        def score(settings, seed):
+            calls.append(dict(settings))
+            return -abs(settings["lr"] - 0.05) + 0.001 * settings["alpha"]
+
+        chosen = selection.select(
+            {"lr": [0.2, 0.4], "alpha": [0, 1]},
+            score,
+            [0],
+            widen={"lr": 2.0},
+            max_widenings=3,
+        )
+        self.assertEqual(chosen.grid["lr"], [0.025, 0.05, 0.1, 0.2, 0.4])
+        self.assertEqual(chosen.chosen, {"lr": 0.05, "alpha": 1})
+        self.assertLen(calls, 10)  # 4 grid points + 3 x 2 widened ones
+        self.assertLen({tuple(sorted(c.items())) for c in calls}, 10)
+        # The cap: an optimum far above stops after max_widenings.
+        far = selection.select(
+            {"lr": [0.1, 0.2]},
+            lambda s, seed: s["lr"],
+            [0],
+            widen={"lr": 2.0},
+            max_widenings=1,
+        )
+        self.assertEqual(far.grid["lr"], [0.1, 0.2, 0.4])
+        self.assertEqual(far.chosen, {"lr": 0.4})
+        # Without `widen` the grid is what was asked.
+        plain = selection.select(
+            {"lr": [0.1, 0.2]}, lambda s, seed: s["lr"], [0]
+        )
+        self.assertEqual(plain.grid, {"lr": [0.1, 0.2]})
+
+    def test_widening_refuses_bad_settings(self):
+        with self.assertRaisesRegex(ValueError, "not a setting of the grid"):
+            selection.select(
+                {"a": [1]}, lambda s, seed: 0.5, [0], widen={"lr": 2.0}
+            )
+        with self.assertRaisesRegex(ValueError, "factor > 1"):
+            selection.select(
+                {"a": [1, 2]}, lambda s, seed: 0.5, [0], widen={"a": 0.5}
+            )
+
     def test_grid_and_ties(self):
         points = selection.grid_points({"a": [1, 2], "b": ["x", "y"]})
         self.assertEqual(

@@ -145,8 +145,17 @@ def select(
     validation_accuracy: Callable[[dict[str, Any], int], float],
     seeds: Sequence[int],
     progress: Callable[[str], None] | None = None,
+    widen: Mapping[str, float] | None = None,
+    max_widenings: int = 2,
 ) -> Selection:
     """The grid point of best mean validation accuracy over `seeds`.
+
+    A best point on the edge of a numeric setting's range says the range
+    was too narrow, not that the edge is best: with `widen`, such a
+    setting's grid grows past that edge by its factor (``edge * factor``
+    above, ``edge / factor`` below, every other setting's values kept) and
+    the new points train, up to `max_widenings` times per edge, until the
+    best point is inside the range.
 
     Args:
       grid: ``{setting: values}`` (`grid_points`).
@@ -154,34 +163,87 @@ def select(
         validation split of a full-budget run with those settings.
       seeds: the seeds each point trains from.
       progress: called with a line per point.
+      widen: ``{setting: factor > 1}``, the numeric settings whose range
+        grows past an edge the best point sits on.
+      max_widenings: the most times each edge of each setting grows.
 
     Returns:
-      The `Selection` (the first point wins a tie).
+      The `Selection` (the first point wins a tie); its grid holds the
+      values tried, widened ones included.
+
+    Example:
+      >>> from boostax.examples import selection
+      >>> chosen = selection.select(
+      ...     {"lr": [0.1, 0.2]}, lambda s, seed: -abs(s["lr"] - 0.4), [0],
+      ...     widen={"lr": 2.0})
+      >>> chosen.grid, chosen.chosen
+      ({'lr': [0.1, 0.2, 0.4, 0.8]}, {'lr': 0.4})
     """
     seeds = list(seeds)
     if not seeds:
         raise ValueError("`seeds` must hold at least one seed, got [].")
+    widen = dict(widen or {})
+    for key, factor in widen.items():
+        if key not in grid:
+            raise ValueError(
+                f"`widen` names {key!r}, which is not a setting of the grid "
+                f"{sorted(grid)}."
+            )
+        if not factor > 1:
+            raise ValueError(
+                f"`widen[{key!r}]` must be a factor > 1, got {factor!r}."
+            )
+    grid = {k: list(v) for k, v in grid.items()}
     points: list[dict[str, Any]] = []
-    for settings in grid_points(grid):
-        accuracies = [float(validation_accuracy(settings, s)) for s in seeds]
-        mean = statistics.fmean(accuracies)
-        points.append(
-            {
-                "settings": settings,
-                "validation_accuracy": accuracies,
-                "validation_accuracy_mean": mean,
-            }
+
+    def train(settings_list):
+        for settings in settings_list:
+            accuracies = [
+                float(validation_accuracy(settings, seed)) for seed in seeds
+            ]
+            mean = statistics.fmean(accuracies)
+            points.append(
+                {
+                    "settings": settings,
+                    "validation_accuracy": accuracies,
+                    "validation_accuracy_mean": mean,
+                }
+            )
+            if progress is not None:
+                progress(f"  {settings}: validation accuracy {mean:.4f}")
+
+    def best() -> int:
+        return max(
+            range(len(points)),
+            key=lambda i: (points[i]["validation_accuracy_mean"], -i),
         )
-        if progress is not None:
-            progress(f"  {settings}: validation accuracy {mean:.4f}")
-    best = max(
-        range(len(points)),
-        key=lambda i: (points[i]["validation_accuracy_mean"], -i),
-    )
+
+    train(grid_points(grid))
+    widenings = {(key, edge): 0 for key in widen for edge in (max, min)}
+    while True:
+        chosen = points[best()]["settings"]
+        edge_key = next(
+            (
+                (key, edge)
+                for (key, edge), count in widenings.items()
+                if count < max_widenings
+                and len(grid[key]) > 1
+                and chosen[key] == edge(grid[key])
+            ),
+            None,
+        )
+        if edge_key is None:
+            break
+        key, edge = edge_key
+        widenings[edge_key] += 1
+        factor = widen[key] if edge is max else 1 / widen[key]
+        value = chosen[key] * factor
+        grid[key] = sorted([*grid[key], value])
+        train(grid_points({**grid, key: [value]}))
     return Selection(
-        {k: list(v) for k, v in grid.items()},
+        grid,
         seeds,
         points,
-        dict(points[best]["settings"]),
-        points[best]["validation_accuracy_mean"],
+        dict(points[best()]["settings"]),
+        points[best()]["validation_accuracy_mean"],
     )
