@@ -193,7 +193,7 @@ def select(
             raise ValueError(
                 f"`widen[{key!r}]` must be a factor > 1, got {factor!r}."
             )
-    grid = {k: list(v) for k, v in grid.items()}
+    tried: dict[str, list[Any]] = {k: list(v) for k, v in grid.items()}
     points: list[dict[str, Any]] = []
 
     def train(settings_list):
@@ -218,7 +218,7 @@ def select(
             key=lambda i: (points[i]["validation_accuracy_mean"], -i),
         )
 
-    train(grid_points(grid))
+    train(grid_points(tried))
     widenings = {(key, edge): 0 for key in widen for edge in (max, min)}
     while True:
         chosen = points[best()]["settings"]
@@ -227,8 +227,8 @@ def select(
                 (key, edge)
                 for (key, edge), count in widenings.items()
                 if count < max_widenings
-                and len(grid[key]) > 1
-                and chosen[key] == edge(grid[key])
+                and len(tried[key]) > 1
+                and chosen[key] == edge(tried[key])
             ),
             None,
         )
@@ -238,10 +238,10 @@ def select(
         widenings[edge_key] += 1
         factor = widen[key] if edge is max else 1 / widen[key]
         value = chosen[key] * factor
-        grid[key] = sorted([*grid[key], value])
-        train(grid_points({**grid, key: [value]}))
+        tried[key] = sorted([*tried[key], value])
+        train(grid_points({**tried, key: [value]}))
     return Selection(
-        grid,
+        tried,
         seeds,
         points,
         dict(points[best()]["settings"]),
