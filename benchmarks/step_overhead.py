@@ -28,9 +28,11 @@ over the blocks. The arms:
 - ``O0`` / ``O0 donated``: ``auto_boost("O0")`` without / with
   `donate_state`;
 - ``O0 program``: O0's compiled program called directly (what the step
-  runs: `TrainStep.compile_all`'s `Program`, which puts back the base key
-  the compiled program does not return, without the rest of boostax's
-  Python);
+  runs: `TrainStep.compile_all`'s `Program`, which flattens the state,
+  calls the compiled program on its leaves, builds the new state and puts
+  back the base key the program does not return; without the rest of
+  boostax's Python, which passes the state it returned as the leaves it
+  kept);
 - ``O1`` and ``O1 program``: the same for MindSpore's ``O1`` (LessBN and
   gradient freezing, in mode ``"manual"``: in mode ``"auto"`` the level
   leaves both off on the MLP, which has no BatchNorm; its programs called

@@ -387,11 +387,20 @@ class ProgramCopiesTest(absltest.TestCase):
         ts, state = _step(False, freeze_warmup_steps=0)
         digits = _utils.digits(flat=True)
         batch = (digits.x_train[:8], digits.y_train[:8])
+        paths = [
+            jax.tree_util.keystr(path)
+            for path, _ in jax.tree_util.tree_flatten_with_path(state)[0]
+        ]
         for depth, program in ts.compile_all(state, batch).items():
             frozen = jax.tree.leaves(ts.freezing.mask(state.params, depth))
             hlo = program.as_text()
             entry = hlo[hlo.index("ENTRY") :].split("\n}")[0]
-            copied = re.findall(r"\bcopy\(%?state_([a-z]+)", entry)
+            # The program takes the state's leaves flat: leaf i is
+            # ``leaves_i``; its path says which part of the state it is.
+            copied = [
+                re.match(r"\.([a-z]+)", paths[int(i)])[1].split("_")[0]
+                for i in re.findall(r"\bcopy\(%?leaves_(\d+)_", entry)
+            ]
             self.assertEqual(
                 sorted(copied),
                 ["opt"] * 2 * frozen.count(False)

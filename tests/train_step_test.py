@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for `boostax._src.train_step` and `boostax._src.objectives`."""
 
+import dataclasses
 from unittest import mock
 
 import jax
@@ -402,6 +403,41 @@ class PerCallWorkTest(absltest.TestCase):
             self.assertEqual(check.call_count, 1)
             ts(ts.init(variables), batch)  # a state it did not return
             self.assertEqual(check.call_count, 2)
+
+    def test_returned_state_is_not_flattened_again(self):
+        # The program takes the state's leaves flat; the state a call
+        # returned comes back as the leaves it kept.
+        for donate in (True, False):
+            ts, variables, batch = self._step_and_state(donate_state=donate)
+            state = ts.init(variables)
+            state, _ = ts(state, batch)  # compiles; flattens the first state
+            (program,) = ts.executables.compiled().values()
+            with mock.patch.object(
+                program, "in_tree", wraps=program.in_tree
+            ) as tree:
+                for _ in range(3):
+                    state, _ = ts(state, batch)
+            # Undonated, the base key and fingerprint are put back by the
+            # host, so the state is flattened once a call.
+            self.assertEqual(tree.flatten_up_to.call_count, 0 if donate else 3)
+
+    def test_any_state_gives_what_the_returned_one_gives(self):
+        # A state the step did not just return (an older one, one rebuilt
+        # by `replace` or from its leaves) runs as the kept leaves do.
+        ts, variables, batch = self._step_and_state()
+        first = ts.init(variables)
+        second, _ = ts(first, batch)
+        third, _ = ts(second, batch)
+        rebuilt = jax.tree.unflatten(
+            jax.tree.structure(second), jax.tree.leaves(second)
+        )
+        for other in (rebuilt, second.replace(step=second.step)):
+            again, _ = ts(other, batch)
+            _utils.assert_trees_equal(again, third)
+        # The built state is the `TrainState` ``unflatten`` builds.
+        self.assertEqual(jax.tree.structure(third), jax.tree.structure(first))
+        self.assertEqual(repr(third.algorithms), repr(first.algorithms))
+        self.assertEqual(dataclasses.asdict(third).keys(), vars(first).keys())
 
     def test_donated_state_refused_after_a_bad_batch_kept(self):
         ts, variables, (x, y) = self._step_and_state(donate_state=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import flax.struct
@@ -102,6 +103,58 @@ class TrainState(flax.struct.PyTreeNode):
     rng: jax.Array
     algorithms: AlgorithmStates = AlgorithmStates()
     fingerprint: jax.Array | None = None
+
+
+def leaves_builder(tree: jax.tree_util.PyTreeDef) -> Callable[[Any], Any]:
+    """``tree.unflatten``, cheaper where `tree` is a `TrainState`'s.
+
+    A train step rebuilds its new state from the compiled program's leaves
+    on every call. ``PyTreeDef.unflatten`` builds a `TrainState` through
+    its dataclass ``__init__`` and rebuilds its leafless parts (the
+    `AlgorithmStates` of no algorithm); this builds the fields from their
+    own treedefs into a new object, the leafless immutable parts shared:
+    the same state, in about half the time.
+
+    Args:
+      tree: the treedef of the states to build.
+
+    Returns:
+      ``build(leaves) -> tree.unflatten(leaves)``.
+    """
+    names = [field.name for field in dataclasses.fields(TrainState)]
+    children = tree.children()
+    if tree.node_data() is None or tree.node_data()[0] is not TrainState:
+        return tree.unflatten
+    if len(children) != len(names):
+        return tree.unflatten
+    # Per field, in order: ``(name, leaf index | slice, treedef | None,
+    # shared value)``.
+    parts: list[tuple[str, Any, Any, Any]] = []
+    start = 0
+    for name, child in zip(names, children, strict=True):
+        count = child.num_leaves
+        empty = child.unflatten([]) if count == 0 else None
+        if count == 0 and isinstance(empty, type(None) | AlgorithmStates):
+            parts.append((name, None, None, empty))  # immutable: shared
+        elif count == 1 and child.num_nodes == 1:
+            parts.append((name, start, None, None))  # the field is a leaf
+        else:
+            parts.append((name, slice(start, start + count), child, None))
+        start += count
+
+    def build(leaves):
+        state = object.__new__(TrainState)
+        fields = state.__dict__
+        for name, where, child, shared in parts:
+            if where is None:
+                fields[name] = shared
+            elif child is None:
+                fields[name] = leaves[where]
+            else:
+                fields[name] = child.unflatten(leaves[where])
+        return state
+
+    return build
 
 
 # -- the fingerprint --------------------------------------------------------
