@@ -412,14 +412,24 @@ class PerCallWorkTest(absltest.TestCase):
             state = ts.init(variables)
             state, _ = ts(state, batch)  # compiles; flattens the first state
             (program,) = ts.executables.compiled().values()
-            with mock.patch.object(
-                program, "in_tree", wraps=program.in_tree
-            ) as tree:
+            executables = ts.executables
+            with (
+                mock.patch.object(
+                    program, "in_tree", wraps=program.in_tree
+                ) as tree,
+                mock.patch.object(
+                    executables, "_run_jitted", wraps=executables._run_jitted
+                ) as jitted,
+            ):
                 for _ in range(3):
                     state, _ = ts(state, batch)
-            # Undonated, the base key and fingerprint are put back by the
-            # host, so the state is flattened once a call.
-            self.assertEqual(tree.flatten_up_to.call_count, 0 if donate else 3)
+            self.assertEqual(jitted.call_count, 0)  # the compiled program ran
+            # Undonated, the base key and fingerprint the host puts back
+            # are spliced into the program's outputs, not flattened.
+            self.assertEqual(tree.flatten_up_to.call_count, 0)
+            self.assertEqual(
+                ts.executables._last[1], tuple(jax.tree.leaves(state))
+            )
 
     def test_any_state_gives_what_the_returned_one_gives(self):
         # A state the step did not just return (an older one, one rebuilt

@@ -130,19 +130,33 @@ class Program:
         self.in_tree = in_tree
         self.out_tree = out_tree
         self._build = train_state.leaves_builder(out_tree)
+        self._splice = train_state.leaves_splicer(
+            in_tree, out_tree, outputs.fields
+        )
 
     def __call__(self, state, batch):
         leaves = tuple(self.in_tree.flatten_up_to(state))
         return self.run(leaves, state, batch)[:2]
 
     def run(self, leaves: tuple, state, batch):
-        """``(new state, metrics, new leaves)`` of a call on `state`,
-        whose leaves are `leaves`."""
-        out, metrics = self.compiled(leaves, batch)
+        """``(new state, metrics, its leaves)`` of a call on `state`, whose
+        leaves are `leaves`."""
+        return self.finish(leaves, state, *self.compiled(leaves, batch))
+
+    def finish(self, leaves: tuple, state, out, metrics):
+        """The compiled program's outputs (`out`: the new state's leaves
+        it returns) as ``(new state, metrics, the new state's leaves)``
+        (those None where they are not known without flattening it)."""
+        out = tuple(out)
         new_state, metrics = self.outputs.complete(
             state, (self._build(out), metrics)
         )
-        return new_state, metrics, out
+        splice = self._splice
+        return (
+            new_state,
+            metrics,
+            None if splice is None else splice(leaves, out),
+        )
 
     def __getattr__(self, name):
         return getattr(self.compiled, name)
@@ -282,14 +296,11 @@ class Executables:
             except (TypeError, ValueError):  # another structure: jit's
                 return self._run_jitted(key, state, batch)
         try:
-            new_state, metrics, out = program.run(leaves, state, batch)
+            out, metrics = program.compiled(leaves, batch)
         except TypeError:  # not the compiled shapes: jit handles them
             return self._run_jitted(key, state, batch)
-        # The leaves of a state with fields put back by the host are not
-        # the program's outputs: that state is flattened when it returns.
-        self._last = (
-            None if program.outputs.fields else (weakref.ref(new_state), out)
-        )
+        new_state, metrics, out = program.finish(leaves, state, out, metrics)
+        self._last = None if out is None else (weakref.ref(new_state), out)
         return new_state, metrics
 
     def _run_jitted(self, key: Key, state, batch):
