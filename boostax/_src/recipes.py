@@ -122,9 +122,9 @@ def image_recipe(
     and `recipe` missed it on 2 and 3 of 5 seeds and the recipe with these
     methods on all 5; a stricter selection (2 seeds, a widened
     learning-rate grid) measured 1.12x and 1.15x. On the CIFAR-shaped
-    digits (a bottleneck ResNet at 32x32x3, 5 seeds, its learning rate and ``flips=None`` chosen on
-    validation) it reached plain's accuracy 1.60x sooner (worst seed
-    1.58x). It is:
+    digits (a bottleneck ResNet at 32x32x3, 5 seeds, its learning rate
+    and ``flips=None`` chosen on validation) it reached plain's accuracy
+    1.60x sooner (worst seed 1.58x). It is:
 
     - label smoothing, ``alpha`` 0.2 (`label_smoothing_loss`): accuracy
       per step;
