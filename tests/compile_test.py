@@ -395,11 +395,14 @@ class ProgramCopiesTest(absltest.TestCase):
             frozen = jax.tree.leaves(ts.freezing.mask(state.params, depth))
             hlo = program.as_text()
             entry = hlo[hlo.index("ENTRY") :].split("\n}")[0]
-            # The program takes the state's leaves flat: leaf i is
-            # ``leaves_i``; its path says which part of the state it is.
+            # The program takes the leaves a step changes flat: its
+            # ``moving_i`` is the state's leaf ``moving_positions[i]``,
+            # whose path says which part of the state it is.
             copied = [
-                re.match(r"\.([a-z]+)", paths[int(i)])[1].split("_")[0]
-                for i in re.findall(r"\bcopy\(%?leaves_(\d+)_", entry)
+                re.match(
+                    r"\.([a-z]+)", paths[program.moving_positions[int(i)]]
+                )[1].split("_")[0]
+                for i in re.findall(r"\bcopy\(%?moving_(\d+)_", entry)
             ]
             self.assertEqual(
                 sorted(copied),

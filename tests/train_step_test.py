@@ -311,9 +311,10 @@ class TrainStepTest(parameterized.TestCase):
         self.assertEqual(int(state.step), 2)
 
     def test_the_base_key_is_not_a_program_output(self):
-        # Without donation, an output that is an input is a copy kernel
-        # and a new buffer per call: the key (and the state's fingerprint)
-        # is put back on the host.
+        # An output that is an input is a copy kernel and a new buffer per
+        # call (donated, an aliased output still dispatched): the key (and
+        # the state's fingerprint) is passed apart and put back on the
+        # host, with or without donation.
         model = models.MLP(features=(8,))
         x, y = _batches(True, 1)[0]
         for donate in (False, True):
@@ -330,7 +331,7 @@ class TrainStepTest(parameterized.TestCase):
             outputs = len(jax.tree.leaves(state)) + 1  # and the loss
             self.assertLen(
                 jax.tree.leaves(program.compiled.out_info),
-                outputs - 2 * (not donate),
+                outputs - 2,
             )
             state, _ = ts(state, (x, y))  # the call puts it back
             state, _ = program(state, (x, y))  # and so does the program
@@ -424,12 +425,23 @@ class PerCallWorkTest(absltest.TestCase):
                 for _ in range(3):
                     state, _ = ts(state, batch)
             self.assertEqual(jitted.call_count, 0)  # the compiled program ran
-            # Undonated, the base key and fingerprint the host puts back
-            # are spliced into the program's outputs, not flattened.
+            # The base key and fingerprint, which the host puts back, are
+            # passed apart (never donated): the very arrays of the state.
             self.assertEqual(tree.flatten_up_to.call_count, 0)
-            self.assertEqual(
-                ts.executables._last[1], tuple(jax.tree.leaves(state))
-            )
+            moving, kept = ts.executables._last[1]
+            leaves = jax.tree.leaves(state)
+            for part, positions in (
+                (moving, program.moving_positions),
+                (kept, program.kept_positions),
+            ):
+                self.assertTrue(
+                    all(
+                        a is leaves[i]
+                        for a, i in zip(part, positions, strict=True)
+                    )
+                )
+            self.assertIs(kept[0], state.rng)
+            self.assertIs(kept[1], state.fingerprint)
 
     def test_any_state_gives_what_the_returned_one_gives(self):
         # A state the step did not just return (an older one, one rebuilt

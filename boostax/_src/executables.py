@@ -104,18 +104,24 @@ class Program:
 
     The compiled program (``jax.stages.Compiled``; its attributes, e.g.
     ``as_text``, ``cost_analysis``, are this one's) takes the state's
-    leaves as one flat tuple: JAX's dispatch flattens and rebuilds a
-    tuple of arrays faster than a `TrainState` of nested containers (on
-    a tiny MLP the difference was 0.93x against 1.22x a lean step's time
-    per call), and a step that gets back the state it returned passes
-    the leaves it kept without flattening anything (`Executables`).
+    leaves as two flat tuples: JAX's dispatch flattens and rebuilds tuples
+    of arrays faster than a `TrainState` of nested containers (on a tiny
+    MLP, 0.93x against 1.22x a lean step's time per call). ``moving``
+    holds the leaves a step changes, donated with `donate_state`, and the
+    program returns their new values; ``kept`` the leaves of the fields
+    the host puts back (`HostOutputs`: the base key and the fingerprint),
+    never donated nor returned. A step that gets back the state it
+    returned passes the tuples it kept: nothing is flattened
+    (`Executables`).
 
     Attributes:
-      compiled: the ``jax.stages.Compiled`` of ``(leaves, batch) ->
-        (new leaves, metrics)``.
+      compiled: the ``jax.stages.Compiled`` of ``(moving, kept, batch) ->
+        (new moving leaves, metrics)``.
       outputs: what the host puts back into its outputs (`HostOutputs`).
       in_tree: the state's treedef the program was compiled for.
-      out_tree: its new state's treedef (without the `outputs` fields).
+      out_tree: its new state's treedef (the `outputs` fields ``None``).
+      kept_positions: the positions of the ``kept`` leaves among the
+        state's (``jax.tree.leaves`` order); the others are ``moving``.
     """
 
     def __init__(
@@ -124,39 +130,45 @@ class Program:
         outputs: HostOutputs,
         in_tree: jax.tree_util.PyTreeDef,
         out_tree: jax.tree_util.PyTreeDef,
+        kept_positions: tuple[int, ...],
     ):
         self.compiled = compiled
         self.outputs = outputs
         self.in_tree = in_tree
         self.out_tree = out_tree
+        self.kept_positions = kept_positions
+        kept = set(kept_positions)
+        self.moving_positions = tuple(
+            i for i in range(in_tree.num_leaves) if i not in kept
+        )
         self._build = train_state.leaves_builder(out_tree)
-        self._splice = train_state.leaves_splicer(
-            in_tree, out_tree, outputs.fields
+        # Whether the new state's moving leaves are the program's outputs
+        # (each kept field put back); else it is flattened when it returns.
+        self._outputs_move = out_tree.num_leaves == len(self.moving_positions)
+
+    def split(self, state) -> tuple[tuple, tuple]:
+        """``(moving, kept)``: `state`'s leaves as the program takes them
+        (ValueError or TypeError for a state of another structure)."""
+        leaves = self.in_tree.flatten_up_to(state)
+        return (
+            tuple(leaves[i] for i in self.moving_positions),
+            tuple(leaves[i] for i in self.kept_positions),
         )
 
     def __call__(self, state, batch):
-        leaves = tuple(self.in_tree.flatten_up_to(state))
-        return self.run(leaves, state, batch)[:2]
+        moving, kept = self.split(state)
+        out, metrics = self.compiled(moving, kept, batch)
+        return self.finish(kept, state, out, metrics)[:2]
 
-    def run(self, leaves: tuple, state, batch):
-        """``(new state, metrics, its leaves)`` of a call on `state`, whose
-        leaves are `leaves`."""
-        return self.finish(leaves, state, *self.compiled(leaves, batch))
-
-    def finish(self, leaves: tuple, state, out, metrics):
-        """The compiled program's outputs (`out`: the new state's leaves
-        it returns) as ``(new state, metrics, the new state's leaves)``
-        (those None where they are not known without flattening it)."""
+    def finish(self, kept: tuple, state, out, metrics):
+        """The compiled program's outputs (`out`: the new moving leaves)
+        as ``(new state, metrics, its (moving, kept) leaves)``, those None
+        where they are not known without flattening it."""
         out = tuple(out)
         new_state, metrics = self.outputs.complete(
             state, (self._build(out), metrics)
         )
-        splice = self._splice
-        return (
-            new_state,
-            metrics,
-            None if splice is None else splice(leaves, out),
-        )
+        return new_state, metrics, (out, kept) if self._outputs_move else None
 
     def __getattr__(self, name):
         return getattr(self.compiled, name)
@@ -171,12 +183,14 @@ class Executables:
       donate_state: donate the state's buffers to the step.
       given_fields: for a step ``(state, batch) -> (state, metrics dict)``
         with a dataclass state (`TrainState`), the names of the state's
-        fields it may return as given (``("rng",)``). Where it does (and
-        `donate_state` is off), and for the metrics that are constants when
-        traced (NumPy values), the compiled program does not return them
-        and each call puts them back (`HostOutputs`): a program's output
-        that is an input or a constant is a copy kernel and a new buffer
-        on every call. Default ``()``: the outputs are the step's.
+        fields it may return as given (``("rng",)``). Where it does, and
+        for the metrics that are constants when traced (NumPy values), the
+        compiled program does not return them and each call puts them back
+        (`HostOutputs`): a program's output that is an input or a constant
+        is a copy kernel and a new buffer on every call (donated, an
+        aliased output still to be dispatched). Their leaves are passed
+        apart, never donated (`Program`'s ``kept``). Default ``()``: the
+        outputs are the step's.
 
     Attributes:
       compile_seconds: ``{key: seconds}`` spent tracing and compiling each
@@ -203,9 +217,9 @@ class Executables:
         # ``(key, state treedef) -> (jitted flat program, {"out": treedef})``
         self._flat: dict[tuple[Key, Any], tuple[Any, dict[str, Any]]] = {}
         self._compiled: dict[Key, Program] = {}
-        # The state the last call returned (weakly) and its leaves: passed
-        # back, it is not flattened again.
-        self._last: tuple[weakref.ref, tuple] | None = None
+        # The state the last call returned (weakly) and its (moving, kept)
+        # leaves: passed back, it is not flattened again.
+        self._last: tuple[weakref.ref, tuple[tuple, tuple]] | None = None
         self._pending: dict[Key, Future] = {}
         self._pool: _CompilePool | None = None
         # Tracing runs one at a time (it holds the GIL anyway); XLA's
@@ -236,10 +250,22 @@ class Executables:
             )
         return self._programs[key]
 
-    def _program_function(self, key: Key) -> Callable:
-        """`key`'s step without the outputs the host puts back."""
+    def _program_function(
+        self,
+        key: Key,
+        fields: tuple[str, ...] | None = None,
+        traced: dict[Key, HostOutputs] | None = None,
+    ) -> Callable:
+        """`key`'s step without the outputs the host puts back: of
+        `fields` (default: the given fields, none if the whole state is
+        donated), those it returns as given, and the constant metrics;
+        tracing it records its `HostOutputs` in `traced` (default: those
+        of `program`'s calls)."""
         step = self._function(key)
-        fields = () if self._donate else self._given_fields
+        if fields is None:
+            fields = () if self._donate else self._given_fields
+        if traced is None:
+            traced = self._outputs
 
         def program(state, batch):
             new_state, metrics = step(state, batch)
@@ -252,7 +278,7 @@ class Executables:
                     if isinstance(value, np.ndarray | np.generic)
                 },
             )
-            self._outputs[key] = outputs
+            traced[key] = outputs
             new_state = new_state.replace(**dict.fromkeys(outputs.fields))
             metrics = {
                 k: v for k, v in metrics.items() if k not in outputs.constants
@@ -289,18 +315,20 @@ class Executables:
         last = self._last
         # (A dead weak reference gives None, which must not pass for it.)
         if last is not None and state is not None and last[0]() is state:
-            leaves = last[1]
+            moving, kept = last[1]
         else:
             try:
-                leaves = tuple(program.in_tree.flatten_up_to(state))
+                moving, kept = program.split(state)
             except (TypeError, ValueError):  # another structure: jit's
                 return self._run_jitted(key, state, batch)
         try:
-            out, metrics = program.compiled(leaves, batch)
+            out, metrics = program.compiled(moving, kept, batch)
         except TypeError:  # not the compiled shapes: jit handles them
             return self._run_jitted(key, state, batch)
-        new_state, metrics, out = program.finish(leaves, state, out, metrics)
-        self._last = None if out is None else (weakref.ref(new_state), out)
+        new_state, metrics, leaves = program.finish(kept, state, out, metrics)
+        self._last = (
+            None if leaves is None else (weakref.ref(new_state), leaves)
+        )
         return new_state, metrics
 
     def _run_jitted(self, key: Key, state, batch):
@@ -351,18 +379,34 @@ class Executables:
         return sum(not f.done() for f in self._pending.values())
 
     def _flat_program(self, key: Key, in_tree) -> tuple[Any, dict[str, Any]]:
-        """The ``jax.jit`` of `key`'s program on the state's leaves (a flat
-        tuple, `in_tree` rebuilding the state) and a dict its trace fills
-        with the new state's treedef (``"out"``)."""
+        """The ``jax.jit`` of `key`'s program on the state's leaves (two
+        flat tuples, `Program`'s ``moving`` and ``kept``; `in_tree`
+        rebuilds the state) and a dict its trace fills with the new
+        state's treedef (``"out"``) and the kept positions (``"kept"``)."""
         if (key, in_tree) not in self._flat:
-            step = (
-                self._program_function(key)
-                if self._given_fields
-                else self._function(key)
-            )
-            trees: dict[str, Any] = {}
+            kept_at = train_state.field_leaves(in_tree, self._given_fields)
+            traced: dict[Key, HostOutputs] = {}
+            if not self._given_fields:
+                kept_at, step = (), self._function(key)
+            elif kept_at is None:  # not a TrainState: nothing kept apart
+                kept_at = ()
+                step = self._program_function(key, traced=traced)
+            else:  # the given fields are never donated: never returned
+                step = self._program_function(
+                    key, self._given_fields, traced=traced
+                )
+            moving_at = [
+                i for i in range(in_tree.num_leaves) if i not in kept_at
+            ]
+            trees: dict[str, Any] = {"kept": kept_at, "outputs": traced}
 
-            def program(leaves, batch):
+            # (The parameters' names are the HLO's: moving_<i>, kept_<i>.)
+            def program(moving, kept, batch):
+                leaves = [None] * in_tree.num_leaves
+                for i, leaf in zip(moving_at, moving, strict=True):
+                    leaves[i] = leaf
+                for i, leaf in zip(kept_at, kept, strict=True):
+                    leaves[i] = leaf
                 new_state, metrics = step(in_tree.unflatten(leaves), batch)
                 out, trees["out"] = jax.tree.flatten(new_state)
                 return tuple(out), metrics
@@ -380,17 +424,23 @@ class Executables:
         leaves, in_tree = jax.tree.flatten(state)
         with self._trace_lock:
             jitted, trees = self._flat_program(key, in_tree)
+            kept = set(trees["kept"])
             start = time.perf_counter()
-            lowered = jitted.lower(tuple(leaves), batch)
+            lowered = jitted.lower(
+                tuple(x for i, x in enumerate(leaves) if i not in kept),
+                tuple(leaves[i] for i in trees["kept"]),
+                batch,
+            )
             seconds = time.perf_counter() - start
         start = time.perf_counter()
         compiled = lowered.compile()
         self.compile_seconds[key] = seconds + time.perf_counter() - start
         return Program(
             compiled,
-            self._outputs.get(key) or HostOutputs(),
+            trees["outputs"].get(key) or HostOutputs(),
             in_tree,
             trees["out"],
+            trees["kept"],
         )
 
 

@@ -157,68 +157,29 @@ def leaves_builder(tree: jax.tree_util.PyTreeDef) -> Callable[[Any], Any]:
     return build
 
 
-def leaves_splicer(
-    in_tree: jax.tree_util.PyTreeDef,
-    out_tree: jax.tree_util.PyTreeDef,
-    given: tuple[str, ...],
-) -> Callable[[tuple, tuple], tuple] | None:
-    """The leaves of a step's new state from its program's outputs.
-
-    A program that returns some `TrainState` fields as given (`given`, the
-    base key) does not output them (``None`` in `out_tree`); the host puts
-    them back. The new state's leaves are then the outputs with the given
-    fields' leaves, which are the input's, spliced in where `in_tree` has
-    them: no flatten of the new state.
+def field_leaves(
+    tree: jax.tree_util.PyTreeDef, fields: tuple[str, ...]
+) -> tuple[int, ...] | None:
+    """The positions, among a `TrainState`'s leaves, of `fields`' leaves.
 
     Args:
-      in_tree: the treedef of the states the program takes.
-      out_tree: the treedef of the states it returns (the `given` fields
-        ``None``).
-      given: the fields put back.
+      tree: the treedef of a `TrainState`.
+      fields: names of its fields.
 
     Returns:
-      ``splice(input leaves, output leaves) -> the new state's leaves``, or
-      None where the two trees are not a `TrainState`'s of the same
-      structure but for the `given` fields (flatten the new state then).
+      The leaf indices in ``jax.tree.leaves`` order, or None where `tree`
+      is not a `TrainState`'s.
     """
-    if not given:
-        return lambda leaves, out: out
-    for tree in (in_tree, out_tree):
-        if tree.node_data() is None or tree.node_data()[0] is not TrainState:
-            return None
+    if tree.node_data() is None or tree.node_data()[0] is not TrainState:
+        return None
     names = [field.name for field in dataclasses.fields(TrainState)]
-    # ``(from the input?, start, stop)`` runs of the new state's leaves.
-    segments: list[list[Any]] = []
-    start_in = start_out = 0
-    for name, child_in, child_out in zip(
-        names, in_tree.children(), out_tree.children(), strict=True
-    ):
-        count = child_in.num_leaves
-        if name in given:
-            if child_out.num_leaves:
-                return None
-            segment = [True, start_in, start_in + count]
-        else:
-            if child_in != child_out:
-                return None
-            segment = [False, start_out, start_out + count]
-            start_out += count
-        start_in += count
-        if count == 0:
-            continue
-        if segments and segments[-1][0] == segment[0]:
-            segments[-1][2] = segment[2]  # adjacent runs of one source
-        else:
-            segments.append(segment)
-    runs = tuple((bool(i), slice(a, b)) for i, a, b in segments)
-
-    def splice(leaves: tuple, out: tuple) -> tuple:
-        spliced: tuple = ()
-        for from_input, where in runs:
-            spliced += leaves[where] if from_input else out[where]
-        return spliced
-
-    return splice
+    positions: list[int] = []
+    start = 0
+    for name, child in zip(names, tree.children(), strict=True):
+        if name in fields:
+            positions.extend(range(start, start + child.num_leaves))
+        start += child.num_leaves
+    return tuple(positions)
 
 
 # -- the fingerprint --------------------------------------------------------
