@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -373,6 +374,37 @@ def choose(
     return makers, record
 
 
+def recorded(
+    specs: list[ArmSpec], workload: str, path: str
+) -> tuple[list[budgets.Maker], dict[str, Any], dict[str, list]]:
+    """The makers, selection record and runs of an earlier run's JSON, to
+    time its programs again without training (``--retime-from``): its
+    settings as chosen there, its runs reused (`budgets.measure`)."""
+    with open(path) as f:
+        earlier = json.load(f)["workloads"][workload]
+    record = earlier["selection"]
+    makers = []
+    for spec in specs:
+        if spec.name not in record or "chosen" not in record[spec.name]:
+            continue
+        arm = record[spec.name]
+        if spec.composed:
+            spec = dataclasses.replace(spec, methods=tuple(arm["methods"]))
+        makers.append(spec.maker(arm["chosen"], arm["methods_knobs"]))
+
+    def run(fields):
+        depths = fields["depths"]
+        if depths is not None:  # JSON made the (depth, size) pairs lists
+            depths = [tuple(d) if isinstance(d, list) else d for d in depths]
+        return budgets.BudgetRun(**{**fields, "depths": depths})
+
+    reuse = {
+        arm: [run(r) for r in arm_runs]
+        for arm, arm_runs in earlier["runs"].items()
+    }
+    return makers, {**record, "retimed_from": path}, reuse
+
+
 def measure_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Selection, then the budgets protocol on one workload."""
     workload = speedup.IMAGE_WORKLOADS[name](quick=args.quick)
@@ -393,7 +425,11 @@ def measure_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         flush=True,
     )
     specs, skipped = runnable(arm_specs(), args.arms)
-    makers, chosen = choose(specs, validation, args)
+    reuse = None
+    if args.retime_from:
+        makers, chosen, reuse = recorded(specs, name, args.retime_from)
+    else:
+        makers, chosen = choose(specs, validation, args)
     runs, summary = budgets.measure(
         makers,
         train,
@@ -403,6 +439,7 @@ def measure_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         repetitions=args.repetitions,
         steps=args.steps,
         progress=lambda line: print(line, flush=True),
+        reuse=reuse,
     )
     parts = intervals.decompose(
         runs,
@@ -510,6 +547,12 @@ def _parser() -> argparse.ArgumentParser:
         help="try only the first N values of each method's knob",
     )
     parser.add_argument("--validation-fraction", type=float, default=0.2)
+    parser.add_argument(
+        "--retime-from",
+        default=None,
+        help="an earlier run's JSON: its chosen settings and runs, only "
+        "the step costs timed again (a run timed on a loaded machine)",
+    )
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument(
         "--level",

@@ -192,6 +192,38 @@ class BenchmarksTest(parameterized.TestCase):
             )
             self.assertTrue(row["params_close"])
 
+    def test_image_methods_retime(self):
+        # --retime-from takes an earlier run's chosen settings and runs and
+        # times the programs again: nothing trained, nothing selected.
+        script = os.path.join(BENCHMARKS, "image_methods.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            first = os.path.join(tmp, "first.json")
+            arms = ("--arms", "image recipe")
+            earlier = _run_quick(script, *arms, out=first)["workloads"]
+            again = _run_quick(
+                script,
+                *arms,
+                "--retime-from",
+                first,
+                out=os.path.join(tmp, "again.json"),
+            )["workloads"]
+        shapes, retimed = earlier["shapes"], again["shapes"]
+        self.assertEqual(retimed["selection"]["retimed_from"], first)
+        for arm in ("plain optax", "image recipe"):
+            self.assertEqual(
+                retimed["selection"][arm]["chosen"],
+                shapes["selection"][arm]["chosen"],
+            )
+            self.assertEqual(
+                [r["final_accuracy"] for r in retimed["runs"][arm]],
+                [r["final_accuracy"] for r in shapes["runs"][arm]],
+            )
+        # The image recipe's programs are its sizes: timed again.
+        self.assertEqual(
+            set(retimed["summary"]["step_cost_by_depth"]["image recipe"]),
+            set(shapes["summary"]["step_cost_by_depth"]["image recipe"]),
+        )
+
     def test_speedup_budgets(self):
         script = os.path.join(BENCHMARKS, "speedup.py")
         with tempfile.TemporaryDirectory() as tmp:
