@@ -254,7 +254,7 @@ class Executables:
         self,
         key: Key,
         fields: tuple[str, ...] | None = None,
-        traced: dict[Key, HostOutputs] | None = None,
+        traced: dict[Key, HostOutputs | None] | None = None,
     ) -> Callable:
         """`key`'s step without the outputs the host puts back: of
         `fields` (default: the given fields, none if the whole state is
@@ -385,7 +385,7 @@ class Executables:
         state's treedef (``"out"``) and the kept positions (``"kept"``)."""
         if (key, in_tree) not in self._flat:
             kept_at = train_state.field_leaves(in_tree, self._given_fields)
-            traced: dict[Key, HostOutputs] = {}
+            traced: dict[Key, HostOutputs | None] = {}
             if not self._given_fields:
                 kept_at, step = (), self._function(key)
             elif kept_at is None:  # not a TrainState: nothing kept apart
