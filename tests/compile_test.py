@@ -237,6 +237,21 @@ class BackgroundCompileTest(absltest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "broken loss"):
             ts(state, (jnp.ones(3), jnp.ones(())))
 
+    def test_background_compile_without_programs_to_compile_is_refused(self):
+        # One program (no freezing, no warm-up): nothing to compile ahead.
+        with self.assertRaisesRegex(ValueError, "drop the setting"):
+            train_step_lib.TrainStep(
+                boostax.make_objective(loss_fn=lambda p, b: jnp.sum(p["w"])),
+                optax.sgd(0.1),
+                options=boostax.StepOptions(background_compile=True),
+            )
+        # False is a setting that changes nothing either way: accepted.
+        train_step_lib.TrainStep(
+            boostax.make_objective(loss_fn=lambda p, b: jnp.sum(p["w"])),
+            optax.sgd(0.1),
+            options=boostax.StepOptions(background_compile=False),
+        )
+
     def test_default_follows_the_environment(self):
         # tests/conftest.py sets BOOSTAX_BACKGROUND_COMPILE=0.
         self.assertFalse(train_step_lib.BACKGROUND_COMPILE)

@@ -88,7 +88,9 @@ class StepOptions:
         every freeze depth in background threads from the first call on,
         while training runs (default: on, unless the environment variable
         ``BOOSTAX_BACKGROUND_COMPILE`` is ``0``). Off, each depth compiles
-        when the sequence first reaches it.
+        when the sequence first reaches it. So with a sequence-length
+        warm-up's lengths or progressive resizing's sizes; ``True`` on a
+        step of one program is refused.
       freeze_warmup_steps: with gradient freezing (`auto_boost`), the first
         train steps (positions) run masked programs (every gradient
         computed, the frozen ones zeroed) while the depths' own programs

@@ -269,6 +269,17 @@ class TrainStep(step_programs.StepPrograms):
                 "boostax.progressive_resizing(...)",
             )
         self.seq_len_warmup = seq_len_warmup
+        if options.background_compile and (
+            freezing is None and seq_len_warmup is None
+        ):
+            # Accepted, it would change nothing: refused, not ignored.
+            raise ValueError(
+                "`options.background_compile=True` compiles ahead the "
+                "programs of gradient freezing's depths or of a warm-up's "
+                "lengths or sizes; this step has one program (no "
+                "grad_freeze, seq_len_warmup or progressive_resizing): "
+                "drop the setting."
+            )
         self.donate_state = options.donate_state
         self._warmup_given = options.freeze_warmup_steps is not None
         self.freeze_warmup_steps = program_schedule.warmup_steps(
