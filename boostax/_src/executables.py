@@ -137,10 +137,7 @@ class Program:
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.kept_positions = kept_positions
-        kept = set(kept_positions)
-        self.moving_positions = tuple(
-            i for i in range(in_tree.num_leaves) if i not in kept
-        )
+        self.moving_positions = _other_positions(in_tree, kept_positions)
         self._build = train_state.leaves_builder(out_tree)
         # Whether the new state's moving leaves are the program's outputs
         # (each kept field put back); else it is flattened when it returns.
@@ -214,7 +211,9 @@ class Executables:
         self._outputs: dict[Key, HostOutputs | None] = {}
         self._jitted: dict[Key, Any] = {}
         self._programs: dict[Key, Any] = {}
-        # ``(key, state treedef) -> (jitted flat program, {"out": treedef})``
+        # ``(key, state treedef) -> (jitted flat program, what its trace
+        # found: the new state's treedef, the moving and kept positions,
+        # the HostOutputs)``
         self._flat: dict[tuple[Key, Any], tuple[Any, dict[str, Any]]] = {}
         self._compiled: dict[Key, Program] = {}
         # The state the last call returned (weakly) and its (moving, kept)
@@ -381,8 +380,9 @@ class Executables:
     def _flat_program(self, key: Key, in_tree) -> tuple[Any, dict[str, Any]]:
         """The ``jax.jit`` of `key`'s program on the state's leaves (two
         flat tuples, `Program`'s ``moving`` and ``kept``; `in_tree`
-        rebuilds the state) and a dict its trace fills with the new
-        state's treedef (``"out"``) and the kept positions (``"kept"``)."""
+        rebuilds the state) and a dict of the moving and kept positions
+        (``"moving"``, ``"kept"``) its trace adds the new state's treedef
+        to (``"out"``) and its `HostOutputs` (``"outputs"``)."""
         if (key, in_tree) not in self._flat:
             kept_at = train_state.field_leaves(in_tree, self._given_fields)
             traced: dict[Key, HostOutputs | None] = {}
@@ -395,10 +395,12 @@ class Executables:
                 step = self._program_function(
                     key, self._given_fields, traced=traced
                 )
-            moving_at = [
-                i for i in range(in_tree.num_leaves) if i not in kept_at
-            ]
-            trees: dict[str, Any] = {"kept": kept_at, "outputs": traced}
+            moving_at = _other_positions(in_tree, kept_at)
+            trees: dict[str, Any] = {
+                "moving": moving_at,
+                "kept": kept_at,
+                "outputs": traced,
+            }
 
             # (The parameters' names are the HLO's: moving_<i>, kept_<i>.)
             def program(moving, kept, batch):
@@ -424,10 +426,9 @@ class Executables:
         leaves, in_tree = jax.tree.flatten(state)
         with self._trace_lock:
             jitted, trees = self._flat_program(key, in_tree)
-            kept = set(trees["kept"])
             start = time.perf_counter()
             lowered = jitted.lower(
-                tuple(x for i, x in enumerate(leaves) if i not in kept),
+                tuple(leaves[i] for i in trees["moving"]),
                 tuple(leaves[i] for i in trees["kept"]),
                 batch,
             )
@@ -442,6 +443,13 @@ class Executables:
             trees["out"],
             trees["kept"],
         )
+
+
+def _other_positions(tree, positions: Sequence[int]) -> tuple[int, ...]:
+    """The leaf positions of `tree` not in `positions` (the ``moving``
+    leaves, `positions` the ``kept`` ones), in order."""
+    kept = set(positions)
+    return tuple(i for i in range(tree.num_leaves) if i not in kept)
 
 
 def _same(new_state, state, field: str) -> bool:

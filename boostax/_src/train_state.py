@@ -105,6 +105,22 @@ class TrainState(flax.struct.PyTreeNode):
     fingerprint: jax.Array | None = None
 
 
+def _field_children(
+    tree: jax.tree_util.PyTreeDef,
+) -> list[tuple[str, jax.tree_util.PyTreeDef, int]] | None:
+    """``(name, treedef, first leaf index)`` of each field of a
+    `TrainState`'s `tree`, in order; None where `tree` is not one."""
+    if tree.node_data() is None or tree.node_data()[0] is not TrainState:
+        return None
+    names = [field.name for field in dataclasses.fields(TrainState)]
+    fields = []
+    start = 0
+    for name, child in zip(names, tree.children(), strict=True):
+        fields.append((name, child, start))
+        start += child.num_leaves
+    return fields
+
+
 def leaves_builder(tree: jax.tree_util.PyTreeDef) -> Callable[[Any], Any]:
     """``tree.unflatten``, cheaper where `tree` is a `TrainState`'s.
 
@@ -121,17 +137,13 @@ def leaves_builder(tree: jax.tree_util.PyTreeDef) -> Callable[[Any], Any]:
     Returns:
       ``build(leaves) -> tree.unflatten(leaves)``.
     """
-    names = [field.name for field in dataclasses.fields(TrainState)]
-    children = tree.children()
-    if tree.node_data() is None or tree.node_data()[0] is not TrainState:
-        return tree.unflatten
-    if len(children) != len(names):
+    fields = _field_children(tree)
+    if fields is None:
         return tree.unflatten
     # Per field, in order: ``(name, leaf index | slice, treedef | None,
     # shared value)``.
     parts: list[tuple[str, Any, Any, Any]] = []
-    start = 0
-    for name, child in zip(names, children, strict=True):
+    for name, child, start in fields:
         count = child.num_leaves
         empty = child.unflatten([]) if count == 0 else None
         if count == 0 and isinstance(empty, type(None) | AlgorithmStates):
@@ -140,18 +152,17 @@ def leaves_builder(tree: jax.tree_util.PyTreeDef) -> Callable[[Any], Any]:
             parts.append((name, start, None, None))  # the field is a leaf
         else:
             parts.append((name, slice(start, start + count), child, None))
-        start += count
 
     def build(leaves):
         state = object.__new__(TrainState)
-        fields = state.__dict__
+        values = state.__dict__
         for name, where, child, shared in parts:
             if where is None:
-                fields[name] = shared
+                values[name] = shared
             elif child is None:
-                fields[name] = leaves[where]
+                values[name] = leaves[where]
             else:
-                fields[name] = child.unflatten(leaves[where])
+                values[name] = child.unflatten(leaves[where])
         return state
 
     return build
@@ -170,16 +181,15 @@ def field_leaves(
       The leaf indices in ``jax.tree.leaves`` order, or None where `tree`
       is not a `TrainState`'s.
     """
-    if tree.node_data() is None or tree.node_data()[0] is not TrainState:
+    children = _field_children(tree)
+    if children is None:
         return None
-    names = [field.name for field in dataclasses.fields(TrainState)]
-    positions: list[int] = []
-    start = 0
-    for name, child in zip(names, tree.children(), strict=True):
-        if name in fields:
-            positions.extend(range(start, start + child.num_leaves))
-        start += child.num_leaves
-    return tuple(positions)
+    return tuple(
+        i
+        for name, child, start in children
+        if name in fields
+        for i in range(start, start + child.num_leaves)
+    )
 
 
 # -- the fingerprint --------------------------------------------------------
