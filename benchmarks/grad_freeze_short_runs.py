@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Gradient freezing's saving on short runs, inside the freezing warm-up.
 
-The recipe (`boostax.recipe`: LessBN + progressive freezing) against plain
+The O1 recipe (`boostax.o1_recipe`: LessBN + progressive freezing) against plain
 Optax on ``digits32`` (`boostax.examples.speedup.digits32_workload`, the
 budget protocol's warm-up + cosine schedule) for runs of 6, 12 and 24
 epochs (252, 504 and 1,008 steps): all of them end inside or just past the
@@ -105,7 +105,9 @@ def measure(epochs: int, quick: bool, repetitions: int, steps: int):
     base = speedup.digits32_workload(quick=quick)
     workload = dataclasses.replace(base, epochs=epochs, schedule="cosine")
     plain = speedup.plain_arm(workload)
-    recipe = speedup.level_arm(workload, "O1", boostax.recipe(), name="recipe")
+    recipe = speedup.level_arm(
+        workload, "O1", boostax.o1_recipe(), name="recipe"
+    )
     plain_state, plain_wall, _ = _loop(plain, workload)
     recipe_state, recipe_wall, wait = _loop(recipe, workload)
     run_steps = int(recipe_state.step)
@@ -228,7 +230,7 @@ def compile_probe(repetitions: int = 3) -> dict[str, list[float]]:
         seconds["plain optax"].append(
             speedup.plain_arm(workload).compile_seconds
         )
-        recipe = speedup.level_arm(workload, "O1", boostax.recipe())
+        recipe = speedup.level_arm(workload, "O1", boostax.o1_recipe())
         state = recipe.init(0)
         start = time.perf_counter()
         recipe.train_step.lower(state, batch, depth=0).compile()

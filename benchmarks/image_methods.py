@@ -34,9 +34,10 @@ plain Optax is not saturated). On each:
    of the test accuracy at plain's level.
 
 Arms: plain Optax; plain + each method (level O0 with the method's
-BoostConfig section); MindSpore's O1; the recipe; plain + every method;
-the recipe + every method; `boostax.image_recipe` (its default horizontal
-flip or none, chosen on validation: flips must keep the label). A
+BoostConfig section); MindSpore's O1; the O1 recipe (`boostax.o1_recipe`:
+LessBN + progressive freezing); plain + every method; the O1 recipe + every
+method; `boostax.recipe` (its default horizontal flip, both flips or none,
+chosen on validation: flips must keep the label). A
 method whose section this boostax lacks is skipped with a printed note.
 
     python benchmarks/image_methods.py                  # both workloads
@@ -137,7 +138,7 @@ class ArmSpec:
       level: ``"plain"`` (the hand-written Optax step) or a boost level.
       base: the level's config without the methods (``None``: the level's
         own), or a function of the run's updates returning it (a preset
-        such as `boostax.image_recipe`).
+        such as `boostax.recipe`).
       methods: the `METHODS` keys applied.
       own_knobs: whether the selection chooses the methods' knobs here
         (one method alone); else they are the single-method arms' choices.
@@ -145,7 +146,7 @@ class ArmSpec:
         arm (plain + the method) beat plain Optax on validation.
       base_knobs: ``(keyword, values)`` pairs of a preset `base` the
         selection chooses (values as JSON-ready strings, mapped by
-        `preset_value`): the image recipe's flips, which must keep the
+        `preset_value`): the recipe's flips, which must keep the
         label, so validation decides whether the data keeps it.
     """
 
@@ -211,8 +212,9 @@ def preset_value(value: str) -> Any:
 
 
 def arm_specs() -> list[ArmSpec]:
-    """Plain, plain + each method, O1, the recipe, plain + every method,
-    the recipe + every method, the image recipe (in selection order)."""
+    """Plain, plain + each method, O1, the O1 recipe, plain + every
+    method, the O1 recipe + every method, the recipe (in selection
+    order)."""
     every = tuple(METHODS)
     return [
         ArmSpec(speedup.PLAIN, "plain"),
@@ -221,12 +223,12 @@ def arm_specs() -> list[ArmSpec]:
             for name in METHODS
         ),
         ArmSpec("O1", "O1"),
-        ArmSpec("recipe", "O1", boostax.recipe()),
+        ArmSpec("O1 recipe", "O1", boostax.o1_recipe()),
         ArmSpec("plain + methods", "O0", methods=every, composed=True),
         ArmSpec(
-            "recipe + methods",
+            "O1 recipe + methods",
             "O1",
-            boostax.recipe(),
+            boostax.o1_recipe(),
             methods=every,
             composed=True,
         ),
@@ -234,9 +236,9 @@ def arm_specs() -> list[ArmSpec]:
         # on the shapes' validation; whether its default horizontal flip
         # keeps this data's labels is for validation to say (digits: no).
         ArmSpec(
-            "image recipe",
+            "recipe",
             "O1",
-            boostax.image_recipe,
+            boostax.recipe,
             base_knobs=(
                 ("flips", ("horizontal", "horizontal+vertical", "none")),
             ),
@@ -374,6 +376,33 @@ def choose(
     return makers, record
 
 
+#: Row names of runs before `boostax.recipe` became the image preset (then
+#: `image_recipe`) and LessBN + freezing became `boostax.o1_recipe`.
+OLD_NAMES = {
+    "recipe": "O1 recipe",
+    "recipe + methods": "O1 recipe + methods",
+    "image recipe": "recipe",
+}
+
+
+def renamed(earlier: dict[str, Any]) -> dict[str, Any]:
+    """An earlier run's workload record with today's row names: a run
+    before the rename has an ``"image recipe"`` row, or a ``"recipe"``
+    row whose settings have no flips (LessBN + freezing's)."""
+    selection = earlier["selection"]
+    old = "image recipe" in selection or "flips" not in selection.get(
+        "recipe", {}
+    ).get("chosen", {"flips": None})
+    if not old:
+        return earlier
+    return {
+        key: {OLD_NAMES.get(k, k): v for k, v in value.items()}
+        if key in ("selection", "runs")
+        else value
+        for key, value in earlier.items()
+    }
+
+
 def recorded(
     specs: list[ArmSpec], workload: str, path: str
 ) -> tuple[list[budgets.Maker], dict[str, Any], dict[str, list]]:
@@ -381,7 +410,7 @@ def recorded(
     time its programs again without training (``--retime-from``): its
     settings as chosen there, its runs reused (`budgets.measure`)."""
     with open(path) as f:
-        earlier = json.load(f)["workloads"][workload]
+        earlier = renamed(json.load(f)["workloads"][workload])
     record = earlier["selection"]
     makers = []
     for spec in specs:

@@ -119,7 +119,7 @@ from boostax._src.progressive_resizing import (
     progressive_resizing as progressive_resizing,
 )
 from boostax._src.progressive_resizing import resize_images as resize_images
-from boostax._src.recipes import image_recipe as image_recipe
+from boostax._src.recipes import o1_recipe as o1_recipe
 from boostax._src.recipes import recipe as recipe
 from boostax._src.recipes import text_recipe as text_recipe
 from boostax._src.seq_len_warmup import SeqLenWarmup as SeqLenWarmup
@@ -214,7 +214,6 @@ __all__ = (
     "half_life_decay",
     "has_updated",
     "hierarchical_adasum_reduce",
-    "image_recipe",
     "label_smoothing_loss",
     "less_bn",
     "less_bn_report",
@@ -223,6 +222,7 @@ __all__ = (
     "make_objective",
     "make_train_step",
     "node_mesh",
+    "o1_recipe",
     "pca_components",
     "pca_matrix",
     "precision_policy",
@@ -257,7 +257,22 @@ _MOVED = {
 }
 
 
+# Names that were renamed: the old one still read for one release.
+_RENAMED = {"image_recipe": "recipe"}
+
+
 def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        new = _RENAMED[name]
+        warnings.warn(
+            f"`boostax.{name}` is now `boostax.{new}`; the old spelling "
+            "will be removed in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
     if name in _MOVED:
         import warnings
 

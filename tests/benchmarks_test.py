@@ -119,7 +119,7 @@ class BenchmarksTest(parameterized.TestCase):
             os.path.join(BENCHMARKS, "speedup.py"), "--recipe-steps"
         )
         digits = result["workloads"]["digits"]
-        names = ["recipe", "O1 BN", "O1 BN+zero", "FN s=1", "FN s=4"]
+        names = ["O1 recipe", "O1 BN", "O1 BN+zero", "FN s=1", "FN s=4"]
         self.assertEqual(
             list(digits["summary"]), ["plain optax", *names, "FN s=16 log"]
         )
@@ -198,7 +198,7 @@ class BenchmarksTest(parameterized.TestCase):
         script = os.path.join(BENCHMARKS, "image_methods.py")
         with tempfile.TemporaryDirectory() as tmp:
             first = os.path.join(tmp, "first.json")
-            arms = ("--arms", "image recipe")
+            arms = ("--arms", "recipe")
             earlier = _run_quick(script, *arms, out=first)["workloads"]
             again = _run_quick(
                 script,
@@ -209,7 +209,7 @@ class BenchmarksTest(parameterized.TestCase):
             )["workloads"]
         shapes, retimed = earlier["shapes"], again["shapes"]
         self.assertEqual(retimed["selection"]["retimed_from"], first)
-        for arm in ("plain optax", "image recipe"):
+        for arm in ("plain optax", "recipe"):
             self.assertEqual(
                 retimed["selection"][arm]["chosen"],
                 shapes["selection"][arm]["chosen"],
@@ -218,10 +218,10 @@ class BenchmarksTest(parameterized.TestCase):
                 [r["final_accuracy"] for r in retimed["runs"][arm]],
                 [r["final_accuracy"] for r in shapes["runs"][arm]],
             )
-        # The image recipe's programs are its sizes: timed again.
+        # The recipe's programs are its sizes: timed again.
         self.assertEqual(
-            set(retimed["summary"]["step_cost_by_depth"]["image recipe"]),
-            set(shapes["summary"]["step_cost_by_depth"]["image recipe"]),
+            set(retimed["summary"]["step_cost_by_depth"]["recipe"]),
+            set(shapes["summary"]["step_cost_by_depth"]["recipe"]),
         )
 
     def test_speedup_budgets(self):
@@ -248,18 +248,18 @@ class BenchmarksTest(parameterized.TestCase):
             )
         self.assertEqual(digits["fractions"], [0.5, 1.0, 1.5])
         arms = digits["summary"]["arms"]
-        self.assertEqual(list(arms), ["plain optax", "O1", "recipe"])
+        self.assertEqual(list(arms), ["plain optax", "O1", "O1 recipe"])
         plain = arms["plain optax"]
         # Plain reaches its own accuracy exactly at its full budget.
         self.assertAlmostEqual(plain["speedup_median"], 1.0)
         self.assertAlmostEqual(
             plain["budgets"]["1.0"]["relative_time_median"], 1.0
         )
-        # The recipe's time is the sum of its steps' costs, and only the
+        # The O1 recipe's time is the sum of its steps' costs, and only the
         # programs its runs ran are timed (these short runs stay inside
         # the freezing warm-up: its masked program only).
-        costs = digits["summary"]["step_cost_by_depth"]["recipe"]
-        runs = digits["runs"]["recipe"]
+        costs = digits["summary"]["step_cost_by_depth"]["O1 recipe"]
+        runs = digits["runs"]["O1 recipe"]
         self.assertEqual(
             set(costs), {str(d) for r in runs for d in r["depths"]}
         )

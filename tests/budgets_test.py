@@ -287,7 +287,8 @@ class MakersTest(absltest.TestCase):
             budgets.ROWS + (("FN s=4", "fn_head", {"fn_scale": 4.0}),)
         )
         self.assertEqual(
-            [m.name for m in makers], ["plain optax", "O1", "recipe", "FN s=4"]
+            [m.name for m in makers],
+            ["plain optax", "O1", "O1 recipe", "FN s=4"],
         )
         with (
             mock.patch.object(budgets.speedup, "fn_head_arm") as fn_head,
@@ -296,7 +297,7 @@ class MakersTest(absltest.TestCase):
             makers[2].make("workload")
             makers[3].make("workload")
         level.assert_called_once_with(
-            "workload", "O1", budgets.ROWS[1][2], name="recipe"
+            "workload", "O1", budgets.ROWS[1][2], name="O1 recipe"
         )
         fn_head.assert_called_once_with("workload", "FN s=4", fn_scale=4.0)
 

@@ -273,13 +273,13 @@ class ModelCallTest(absltest.TestCase):
 
 class TotalStepsTest(absltest.TestCase):
     def test_a_sequence_too_long_to_compute_is_refused(self):
-        # recipe(10**12) was accepted, then the freeze sequence asked for
-        # 7.35 TiB (MemoryError).
+        # o1_recipe(10**12) (then `recipe`) was accepted, then the freeze
+        # sequence asked for 7.35 TiB (MemoryError).
         bound = r"\[1, 16777216\] \(the freeze sequence holds one int32 per "
         with self.assertRaisesRegex(ValueError, r"^`total_steps` .*" + bound):
-            boostax.recipe(10**12)
+            boostax.o1_recipe(10**12)
         with self.assertRaisesRegex(TypeError, "^`total_steps` must be an int"):
-            boostax.recipe("1000")
+            boostax.o1_recipe("1000")
         with self.assertRaisesRegex(
             ValueError, r"^`grad_freeze\.total_steps` must be in " + bound
         ):
@@ -289,7 +289,7 @@ class TotalStepsTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, r"^`total_steps` .*" + bound):
             boostax.generate_freeze_index_sequence(4, 2, 0.5, 10**12)
         self.assertEqual(
-            boostax.recipe(2**24)["grad_freeze"]["total_steps"], 2**24
+            boostax.o1_recipe(2**24)["grad_freeze"]["total_steps"], 2**24
         )
 
 

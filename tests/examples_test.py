@@ -209,7 +209,7 @@ class DemoTest(absltest.TestCase):
         summary = result["summary"]
         arms = summary["arms"]
         self.assertEqual(
-            list(arms), ["plain optax", "O1", "recipe", "image recipe"]
+            list(arms), ["plain optax", "O1", "O1 recipe", "recipe"]
         )
         for name, runs in result["runs"].items():
             self.assertEqual([r["steps"] for r in runs], [21, 42, 63], name)

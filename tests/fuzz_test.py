@@ -237,9 +237,10 @@ class FuzzTest(absltest.TestCase):
     @FUZZ
     @given(value=WRONG)
     def test_recipe(self, value):
-        self.assert_boostax_error(
-            lambda: boostax.recipe(value), "total_steps", value
-        )
+        for recipe in (boostax.recipe, boostax.o1_recipe):
+            self.assert_boostax_error(
+                lambda recipe=recipe: recipe(value), "total_steps", value
+            )
 
     @FUZZ
     @given(

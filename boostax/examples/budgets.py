@@ -123,7 +123,7 @@ def level_maker(
     config: dict | Callable[[int], dict] | None = None,
 ) -> Maker:
     """A boost level's arm; `config` may be a function of the run's length
-    in updates (a preset such as `boostax.image_recipe`)."""
+    in updates (a preset such as `boostax.recipe`)."""
 
     def make(workload):
         given = config(workload.total_steps) if callable(config) else config
@@ -140,11 +140,11 @@ def fn_head_maker(name: str, **fn_head) -> Maker:
 
 
 #: The arms compared with plain Optax, as ``(row name, level, config)``:
-#: MindSpore's O1 and boostax's recipe (the demo's and
-#: ``benchmarks/speedup.py --budgets``'s).
+#: MindSpore's O1 and boostax's O1 recipe, `boostax.o1_recipe` (the demo's
+#: and ``benchmarks/speedup.py --budgets``'s).
 ROWS = (
     ("O1", "O1", None),
-    ("recipe", "O1", boostax.recipe()),
+    ("O1 recipe", "O1", boostax.o1_recipe()),
 )
 
 

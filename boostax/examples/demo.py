@@ -6,8 +6,8 @@ Run ``python -m boostax.examples.demo`` (``--help`` for options; about
 4 minutes on two idle CPU cores the first time, one with ``--quick``).
 It runs the budgets protocol of `boostax.examples.budgets` on the bundled
 example ResNet and scikit-learn's 8x8 digits: plain Optax (a hand-written
-step), MindSpore's O1, boostax's recipe (`boostax.recipe`) and its image
-preset (`boostax.image_recipe`, without flips: `DEMO_ROWS`) each train
+step), MindSpore's O1, boostax's O1 recipe (`boostax.o1_recipe`) and its
+recipe (`boostax.recipe`, without flips: `DEMO_ROWS`) each train
 for 1/4, 1/2, 1 and 1.5x a full budget (8 epochs, where plain Optax
 plateaus) with a warm-up and a cosine stretched to each budget, from 3
 seeds. It prints, per arm, the final test accuracy and time at each
@@ -24,7 +24,7 @@ every 1/8 epoch), the steady-state step-time ratio (interleaved
 repetitions after training), FLOPs and bytes ratios from
 `boostax.measure.cost_report`, the seconds training waited for compilation
 (freeze depths compile in background threads), the break-even training length,
-and the speed-up with and without compilation, for O0, O1, the recipe, O2
+and the speed-up with and without compilation, for O0, O1, the O1 recipe, O2
 and the algorithms of O1 and O2 alone (manual mode). O0 computes exactly
 what plain Optax computes: its row shows what noise looks like. O2's
 AdaSum combines data-parallel devices: the O2 rows train on a mesh of
@@ -248,19 +248,19 @@ def _recording(maker: budgets.Maker, first: dict[str, speedup.Arm]):
     return budgets.Maker(maker.name, make)
 
 
-def _image_recipe(total_steps: int) -> dict:
-    """`boostax.image_recipe` for the 8x8 digits: no test-time flips (a
+def _recipe(total_steps: int) -> dict:
+    """`boostax.recipe` for the 8x8 digits: no test-time flips (a
     mirror changes a digit), and sizes in steps of 2 pixels (Composer's 4
     would round 0.75 of 8 back up to 8: nothing to resize)."""
-    config = boostax.image_recipe(total_steps, flips=None)
+    config = boostax.recipe(total_steps, flips=None)
     config["progressive_resizing"]["size_increment"] = 2
     return config
 
 
-#: The demo's arms beside plain Optax: MindSpore's O1 and the recipe
-#: (`budgets.ROWS`), and `boostax.image_recipe`, the methods that paid on
-#: images (`_image_recipe`).
-DEMO_ROWS = (*budgets.ROWS, ("image recipe", "O1", _image_recipe))
+#: The demo's arms beside plain Optax: MindSpore's O1 and the O1 recipe
+#: (`budgets.ROWS`), and `boostax.recipe`, the methods that paid on
+#: images (`_recipe`).
+DEMO_ROWS = (*budgets.ROWS, ("recipe", "O1", _recipe))
 
 
 def answer(summary: dict[str, Any]) -> str:
@@ -301,7 +301,7 @@ def time_to_accuracy(
     args: argparse.Namespace, cache: str | None
 ) -> dict[str, Any]:
     """The budgets protocol on the example ResNet: plain Optax, O1 and the
-    recipe (`budgets.ROWS`), and the image preset (`DEMO_ROWS`); prints
+    O1 recipe (`budgets.ROWS`), and the recipe (`DEMO_ROWS`); prints
     the table and the answer."""
     workload = _workload(args)
     if args.epochs is None:  # the full budget: where plain Optax plateaus
@@ -361,10 +361,9 @@ def time_to_accuracy(
     print(
         textwrap.fill(
             "The README's headline measures the same on a CIFAR-shaped "
-            "workload with 5 seeds (benchmarks/speedup.py --budgets), where "
-            "the image recipe, its learning rate chosen on validation, "
-            "reaches plain's accuracy 1.60x sooner "
-            "(benchmarks/image_methods.py); here, at the workload's "
+            "workload with 5 seeds (benchmarks/image_methods.py), where "
+            "the recipe, its learning rate chosen on validation, "
+            "reaches plain's accuracy 1.60x sooner; here, at the workload's "
             "learning rate, on 8x8 digits that plain learns by half its "
             "budget, and resized only to 6x6, it does not. "
             "--steps-to-target takes a constant-rate run apart.",
@@ -401,7 +400,7 @@ def steps_to_target(
         (level, level, None) for level in boostax.LEVELS
     ]
     # boostax's O1 recipe, beside MindSpore's O1.
-    rows.insert(2, ("O1 recipe", "O1", boostax.recipe()))
+    rows.insert(2, ("O1 recipe", "O1", boostax.o1_recipe()))
     if not args.quick:  # each level's algorithms alone
         rows += list(speedup.ALGORITHM_ROWS)
     for name, level, config in rows:

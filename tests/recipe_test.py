@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""`boostax.image_recipe`: the composition the image benchmark measured."""
+"""`boostax.recipe`: the composition the image benchmark measured best."""
 
 import json
 import os
@@ -27,11 +27,11 @@ def measured_composition():
     return selection["plain + methods"]["methods_knobs"]
 
 
-class ImageRecipeTest(absltest.TestCase):
+class RecipeTest(absltest.TestCase):
     def test_is_the_composition_the_benchmark_measured(self):
         knobs = measured_composition()
         flips = knobs["test_time_flips"].split("+")  # the benchmark's form
-        config = boostax.image_recipe(100, flips=flips)
+        config = boostax.recipe(100, flips=flips)
         self.assertEqual(
             sorted(knobs),
             ["label_smoothing", "progressive_resizing", "test_time_flips"],
@@ -49,9 +49,7 @@ class ImageRecipeTest(absltest.TestCase):
         )
 
     def test_only_the_methods_at_level_o1(self):
-        recipe = boostax.BoostConfig.from_dict(
-            boostax.image_recipe(100), level="O1"
-        )
+        recipe = boostax.BoostConfig.from_dict(boostax.recipe(100), level="O1")
         sections = {
             "label_smoothing": {"enabled": True, "alpha": 0.2},
             "progressive_resizing": {
@@ -67,29 +65,29 @@ class ImageRecipeTest(absltest.TestCase):
             self.assertEqual(getattr(recipe, name), getattr(plain, name))
 
     def test_without_flips(self):
-        config = boostax.image_recipe(100, flips=None)
+        config = boostax.recipe(100, flips=None)
         self.assertNotIn("test_time_flips", config)
         self.assertEqual(
-            boostax.image_recipe(100, flips="vertical")["test_time_flips"],
+            boostax.recipe(100, flips="vertical")["test_time_flips"],
             {"enabled": True, "flips": ["vertical"]},
         )
 
     def test_bad_arguments(self):
         with self.assertRaisesRegex(ValueError, "`total_steps`.*got 0"):
-            boostax.image_recipe(0)
+            boostax.recipe(0)
         with self.assertRaisesRegex(TypeError, "`total_steps`"):
-            boostax.image_recipe("100")
+            boostax.recipe("100")
         with self.assertRaisesRegex(ValueError, "`flips`.*diagonal"):
-            boostax.image_recipe(100, flips="diagonal")
+            boostax.recipe(100, flips="diagonal")
         with self.assertRaisesRegex(ValueError, "`flips`"):
-            boostax.image_recipe(100, flips=[])
+            boostax.recipe(100, flips=[])
 
     def test_trains_and_predicts_with_the_flips(self):
         # 8 updates of 16x16 images: 12x12 first (0.75 of the size), 16x16
         # for the last ones; predict averages each image with its mirror.
         step = boostax.auto_boost(
             "O1",
-            boostax.image_recipe(8),
+            boostax.recipe(8),
             optimizer=optax.sgd(0.05, momentum=0.9),
             model=CNN(),
             loss=models.cross_entropy,
@@ -114,7 +112,7 @@ class ImageRecipeTest(absltest.TestCase):
     def test_the_loss_is_smoothed(self):
         step = boostax.auto_boost(
             "O1",
-            boostax.image_recipe(8, flips=None),
+            boostax.recipe(8, flips=None),
             optimizer=optax.sgd(0.0),
             model=CNN(),
             loss=models.cross_entropy,
@@ -130,6 +128,31 @@ class ImageRecipeTest(absltest.TestCase):
         targets = optax.smooth_labels(jax.nn.one_hot(labels, 3), 0.2)
         expected = optax.softmax_cross_entropy(logits, targets).mean()
         np.testing.assert_allclose(metrics["loss"], expected, rtol=1e-5)
+
+
+class RenamedTest(absltest.TestCase):
+    def test_the_old_spellings_warn_and_name_the_new_homes(self):
+        # Until this release `recipe()` was LessBN + progressive freezing
+        # (now `o1_recipe`) and this composition was `image_recipe`.
+        with self.assertWarnsRegex(DeprecationWarning, "boostax.recipe`"):
+            image_recipe = boostax.image_recipe
+        self.assertIs(image_recipe, boostax.recipe)
+        self.assertNotIn("image_recipe", boostax.__all__)
+        with self.assertWarnsRegex(
+            DeprecationWarning, r"boostax.o1_recipe\(\)"
+        ):
+            config = boostax.recipe()
+        self.assertEqual(config, boostax.o1_recipe())
+
+    def test_o1_recipe_is_less_bn_and_progressive_freezing(self):
+        config = boostax.BoostConfig.from_dict(
+            boostax.o1_recipe(total_steps=1000), level="O1"
+        )
+        self.assertEqual(config.enabled_algorithms, ("less_bn", "grad_freeze"))
+        self.assertFalse(config.less_bn.fn_flag)
+        self.assertTrue(config.less_bn.gc_flag)
+        self.assertEqual(config.grad_freeze.freeze_type, 2)
+        self.assertEqual(config.grad_freeze.total_steps, 1000)
 
 
 if __name__ == "__main__":
