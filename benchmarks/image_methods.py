@@ -37,7 +37,8 @@ Arms: plain Optax; plain + each method (level O0 with the method's
 BoostConfig section); MindSpore's O1; the O1 recipe (`boostax.o1_recipe`:
 LessBN + progressive freezing); plain + every method; the O1 recipe + every
 method; `boostax.recipe` (its default horizontal flip, both flips or none,
-chosen on validation: flips must keep the label). A
+and test-time translations of 0 or 1 pixel, chosen on validation: flips
+must keep the label). A
 method whose section this boostax lacks is skipped with a printed note.
 
     python benchmarks/image_methods.py                  # both workloads
@@ -147,7 +148,8 @@ class ArmSpec:
       base_knobs: ``(keyword, values)`` pairs of a preset `base` the
         selection chooses (values as JSON-ready strings, mapped by
         `preset_value`): the recipe's flips, which must keep the
-        label, so validation decides whether the data keeps it.
+        label, so validation decides whether the data keeps it, and its
+        test-time translation.
     """
 
     name: str
@@ -186,9 +188,10 @@ class ArmSpec:
             if callable(base):
                 base = base(
                     workload.total_steps,
-                    **{
+                    **{  # (a run before a knob existed: its default)
                         keyword: preset_value(settings[keyword])
                         for keyword, _ in self.base_knobs
+                        if keyword in settings
                     },
                 )
             config = dict(base or {})
@@ -207,8 +210,10 @@ class ArmSpec:
 
 def preset_value(value: str) -> Any:
     """A preset knob's grid string as the preset's argument: ``"none"`` is
-    None, ``"a+b"`` the list ``["a", "b"]``."""
-    return None if value == "none" else value.split("+")
+    None, digits an int, ``"a+b"`` the list ``["a", "b"]``."""
+    if value == "none":
+        return None
+    return int(value) if value.isdigit() else value.split("+")
 
 
 def arm_specs() -> list[ArmSpec]:
@@ -241,6 +246,7 @@ def arm_specs() -> list[ArmSpec]:
             boostax.recipe,
             base_knobs=(
                 ("flips", ("horizontal", "horizontal+vertical", "none")),
+                ("translate", ("0", "1")),
             ),
         ),
     ]

@@ -89,7 +89,7 @@ class DefaultsTest(parameterized.TestCase):
         )
         self.assertEqual(
             defaults.pop("test_time_flips"),
-            {"enabled": False, "flips": ["horizontal"]},
+            {"enabled": False, "flips": ["horizontal"], "translate": 0},
         )
         self.assertEqual(
             defaults.pop("data_parallel"),

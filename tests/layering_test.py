@@ -56,7 +56,7 @@ CONCEPTS = {
     "groups": "parameter groups as label trees (optax.partition's)",
     "hlo_kernels": "the kernels a compiled program launches",
     "label_smoothing": "label smoothing: smoothed class targets for a loss",
-    "test_time_flips": "a classifier's outputs averaged over flipped images",
+    "test_time_flips": "outputs averaged over flipped and translated images",
     "less_bn": "LessBN's entry points: plan, apply, report, convert",
     "less_bn_linen": "LessBN's plan applied to a Linen model (a wrapper)",
     "less_bn_nnx": "LessBN's plan applied to an NNX model (a rewrite)",

@@ -19,6 +19,7 @@ from absl.testing import absltest, parameterized
 from flax import linen as nn
 
 import boostax
+from boostax._src import test_time_flips
 from tests import _utils
 
 SHAPE = (3, 4, 5, 2)  # (batch, height, width, channels)
@@ -34,6 +35,20 @@ def reference(weights, images, flips):
             images[:, ::-1] if flip == "vertical" else images[:, :, ::-1]
         )
     return np.mean([v.reshape(len(v), -1) @ weights for v in views], axis=0)
+
+
+def shifted(images, shift):
+    """NumPy: `images` moved by `shift` pixels down and right, the gap
+    filled with their reflection at the border, pixel by pixel."""
+    _, height, width, _ = images.shape
+
+    def reflect(i, n):  # numpy's "reflect": the border pixel not repeated
+        i = abs(i)
+        return 2 * (n - 1) - i if i >= n else i
+
+    rows = [reflect(r - shift, height) for r in range(height)]
+    cols = [reflect(c - shift, width) for c in range(width)]
+    return images[:, rows][:, :, cols]
 
 
 class PredictWithFlipsTest(parameterized.TestCase):
@@ -79,6 +94,49 @@ class PredictWithFlipsTest(parameterized.TestCase):
         with self.assertRaisesRegex(error, "`flips`.*" + pattern):
             boostax.predict_with_flips(lambda x: x, jnp.zeros(SHAPE), flips)
 
+    @parameterized.parameters(
+        (("horizontal",), 1), (("horizontal", "vertical"), 2), ((), 1)
+    )
+    def test_translations_match_the_float64_reference(self, flips, pixels):
+        rng = np.random.default_rng(1)
+        images = rng.normal(size=SHAPE).astype(np.float32)
+        weights = rng.normal(size=(int(np.prod(SHAPE[1:])), 3))
+        weights = weights.astype(np.float32)
+
+        def predict(x):
+            return x.reshape(len(x), -1) @ weights
+
+        got = jax.jit(
+            lambda x: boostax.predict_with_flips(predict, x, flips, pixels)
+        )(images)
+        want = np.mean(
+            [
+                reference(weights, shifted(images, shift), flips)
+                for shift in (0, pixels, -pixels)
+            ],
+            axis=0,
+        )
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_a_translation_moves_the_content(self):
+        x = jnp.arange(16.0).reshape(1, 4, 4, 1)
+        moved = test_time_flips.translated(x, 1)[0, :, :, 0]
+        np.testing.assert_array_equal(moved[1:, 1:], x[0, :3, :3, 0])
+        np.testing.assert_array_equal(
+            test_time_flips.translated(x, -1)[0, :3, :3, 0], x[0, 1:, 1:, 0]
+        )
+
+    @parameterized.parameters(
+        (-1, ValueError, ">= 0"),
+        (1.5, TypeError, "an int"),
+        (4, ValueError, r"below the images' height and width \(4, 5\)"),
+    )
+    def test_bad_translations_raise_naming_them(self, pixels, error, pattern):
+        with self.assertRaisesRegex(error, "`translate`.*" + pattern):
+            boostax.predict_with_flips(
+                lambda x: x, jnp.zeros(SHAPE), "horizontal", pixels
+            )
+
     def test_inputs_other_than_images_are_refused(self):
         with self.assertRaisesRegex(ValueError, r"shape \(3, 4\)"):
             boostax.predict_with_flips(lambda x: x, jnp.zeros((3, 4)))
@@ -92,6 +150,19 @@ class SectionTest(absltest.TestCase):
             {"test_time_flips": {"enabled": True, "flips": ["vertical"]}},
         )
         self.assertEqual(config.test_time_flips.flips, ("vertical",))
+
+    def test_no_flip_only_with_a_translation(self):
+        config = boostax.boost_config(
+            "O0",
+            {"test_time_flips": {"enabled": True, "flips": [], "translate": 1}},
+        )
+        self.assertEqual(config.test_time_flips.flips, ())
+        with self.assertRaisesRegex(ValueError, "`test_time_flips.flips`"):
+            boostax.boost_config(
+                "O0", {"test_time_flips": {"enabled": True, "flips": []}}
+            )
+        with self.assertRaisesRegex(ValueError, "`test_time_flips.translate`"):
+            boostax.boost_config("O0", {"test_time_flips": {"translate": -1}})
 
     def test_bad_flips_name_the_key(self):
         with self.assertRaisesRegex(ValueError, "`test_time_flips.flips`"):
@@ -192,6 +263,30 @@ class TrainStepTest(absltest.TestCase):
                 one[0],
                 self.ts.predict(self.state, x, flipped=False, averaged=False),
             )
+        )
+
+    def test_predict_averages_the_translated_views_too(self):
+        ts = boostax.auto_boost(
+            "O0",
+            {"test_time_flips": {**FLIPS, "translate": 1}},
+            optimizer=optax.sgd(0.05),
+            model=TinyNet(),
+            loss=loss,
+        )
+        state = ts.init(
+            TinyNet().init(jax.random.PRNGKey(1), batch(0)[0], False)
+        )
+        views = []
+        for shift in (0, 1, -1):  # moved, then mirrored
+            x = shifted(np.asarray(batch(9)[0]), shift)
+            views += [x, x[:, :, ::-1], x[:, ::-1]]
+        x = batch(9)[0]
+        one = [ts.predict(state, v, flipped=False) for v in views]
+        np.testing.assert_allclose(
+            ts.predict(state, x),
+            np.mean(np.asarray(one, np.float64), axis=0),
+            rtol=1e-5,
+            atol=1e-6,
         )
 
     def test_flipped_must_be_a_bool(self):

@@ -355,16 +355,20 @@ class TestTimeFlipsSection(_Section):
     """Section ``test_time_flips`` (boostax's; not MindSpore's):
     `TrainStep.predict` averages the model's outputs over the images and
     their ``flips`` (``"horizontal"``, ``"vertical"`` or both;
-    `boostax.predict_with_flips`, airbench's test-time augmentation).
+    `boostax.predict_with_flips`, airbench's test-time augmentation), and
+    with ``translate`` pixels (0: none; airbench's 1) over each of those
+    moved by ``+translate`` and ``-translate`` pixels too.
 
     Off unless ``enabled`` (no level or mode switches it on: a flip must
-    keep the label); training is unchanged.
+    keep the label); training is unchanged. ``flips`` may be empty only
+    with a translation.
     """
 
     NAME: ClassVar[str] = "test_time_flips"
     enabled: bool = _key(False, "bool")
     # A str or a sequence of them: checked below.
     flips: tuple[str, ...] = ("horizontal",)
+    translate: int = _key(0, "int", _at_least(0))
 
     def __post_init__(self):
         super().__post_init__()
@@ -372,7 +376,9 @@ class TestTimeFlipsSection(_Section):
             self,
             "flips",
             test_time_flips_lib.check_flips(
-                self.flips, "test_time_flips.flips"
+                self.flips,
+                "test_time_flips.flips",
+                allow_empty=self.translate > 0,
             ),
         )
 

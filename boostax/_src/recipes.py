@@ -116,6 +116,7 @@ def text_recipe(total_steps: int) -> dict[str, dict[str, Any]]:
 def recipe(
     total_steps: int | None = None,
     flips: str | Sequence[str] | None = ("horizontal",),
+    translate: int = 0,
 ) -> dict[str, dict[str, Any]]:
     """boostax's recipe: the composition that measured best, for images.
 
@@ -169,6 +170,9 @@ def recipe(
         full size over it, full size for its last 20%.
       flips: the test-time flips (``"horizontal"``, ``"vertical"`` or
         both); ``None``: none.
+      translate: test-time translations in pixels
+        (``test_time_flips.translate``, airbench's 1): the images moved
+        both ways are averaged over too, each with its flips. 0: none.
 
     Returns:
       A new config dict (mode ``"manual"``).
@@ -203,7 +207,12 @@ def recipe(
             ),
         },
     }
-    if flips is not None:
-        chosen = test_time_flips.check_flips(flips, "flips")
+    translate = test_time_flips.check_translate(translate)
+    if flips is not None or translate:
+        chosen = test_time_flips.check_flips(
+            () if flips is None else flips, "flips", allow_empty=translate > 0
+        )
         config["test_time_flips"] = {"enabled": True, "flips": list(chosen)}
+        if translate:
+            config["test_time_flips"]["translate"] = translate
     return config

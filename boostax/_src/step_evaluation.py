@@ -54,9 +54,11 @@ class Evaluation:
         model=None,
         averaged: bool = True,
         flips: tuple[str, ...] = (),
+        translate: int = 0,
     ):
         """The model's outputs on `inputs` (`TrainStep.predict`), averaged
-        over `flips` (`boostax.predict_with_flips`) when there are any."""
+        over `flips` and `translate` (`boostax.predict_with_flips`) when
+        there are any."""
         step_checks.require_state(state)
         validation.check_bool("averaged", averaged)
         try:
@@ -72,9 +74,9 @@ class Evaluation:
                 one_view = functools.partial(
                     self._predict, state.params, state.model_state
                 )
-            if flips:
+            if flips or translate:
                 return test_time_flips.predict_with_flips(
-                    one_view, inputs, flips
+                    one_view, inputs, flips, translate
                 )
             return one_view(inputs)
         except RuntimeError:

@@ -11,9 +11,13 @@ outputs (logits) are averaged over the views:
   \\Big),
 
 with ``M_k`` the flip along the images' height (``"vertical"``) or width
-(``"horizontal"``) and ``F`` the flips chosen. A label that does not change
-under a flip (a horizontal flip of a natural image, any flip of a
-rotation-invariant shape) makes every view an estimate of the same class,
+(``"horizontal"``) and ``F`` the flips chosen. With a translation ``t > 0``
+(airbench's "mirror and translate"), the images shifted by ``t`` pixels
+down and right and by ``t`` up and left (``T_{+t} x``, ``T_{-t} x``: the
+image reflected at its border to fill the gap) are seen too, each with
+its flips, and the mean runs over the ``3 (1 + |F|)`` views. A label that does
+not change under a flip (a horizontal flip of a natural image, any flip of
+a rotation-invariant shape) makes every view an estimate of the same class,
 so the average is a small ensemble for free: the trained weights are
 unchanged, and only evaluation costs ``1 + |F|`` forward passes. airbench
 evaluates CIFAR-10 this way; `TrainStep.predict` does it when the config's
@@ -29,7 +33,8 @@ References:
   Convolutional Neural Networks", NeurIPS 2012 (averaging over flipped
   views at test time). Keller Jordan, "94% on CIFAR-10 in 3.29 Seconds on
   a Single GPU", arXiv:2404.00498, 2024 (airbench: "test-time
-  augmentation" with horizontal flips).
+  augmentation" with horizontal flips, and with 1-pixel translations of
+  the images and their mirrors).
 """
 
 from __future__ import annotations
@@ -48,12 +53,15 @@ FLIP_AXES = {"vertical": 1, "horizontal": 2}
 FLIPS = tuple(FLIP_AXES)
 
 
-def check_flips(flips: str | Sequence[str], name: str = "flips") -> tuple:
+def check_flips(
+    flips: str | Sequence[str], name: str = "flips", allow_empty=False
+) -> tuple:
     """`flips` as a tuple of distinct names of `FLIPS`.
 
     Raises:
       TypeError: not a str or a sequence of str.
-      ValueError: empty, an unknown flip, or one named twice.
+      ValueError: empty (unless `allow_empty`), an unknown flip, or one
+        named twice.
     """
     if isinstance(flips, str):
         flips = (flips,)
@@ -65,8 +73,11 @@ def check_flips(flips: str | Sequence[str], name: str = "flips") -> tuple:
             f"got {flips!r}."
         )
     flips = tuple(flips)
-    if not flips:
-        raise ValueError(f"`{name}` must name at least one of {FLIPS}.")
+    if not flips and not allow_empty:
+        raise ValueError(
+            f"`{name}` must name at least one of {FLIPS} (no flip: only "
+            "with a translation)."
+        )
     for flip in flips:
         validation.check_one_of(name, flip, FLIPS)
     if len(set(flips)) != len(flips):
@@ -74,30 +85,67 @@ def check_flips(flips: str | Sequence[str], name: str = "flips") -> tuple:
     return flips
 
 
-def flipped_views(images: jax.Array, flips: Sequence[str]) -> list[Any]:
-    """The images, then the images flipped by each of `flips` in turn.
+def check_translate(translate: int, images_shape=None, name="translate") -> int:
+    """`translate` as pixels: an int >= 0, and below the images' height and
+    width when their shape is given (reflection needs that many pixels)."""
+    translate = validation.check_int(name, translate, minimum=0)
+    if images_shape is not None and translate >= min(images_shape[1:3]):
+        raise ValueError(
+            f"`{name}` must be below the images' height and width "
+            f"{tuple(images_shape[1:3])}; got {translate}."
+        )
+    return translate
+
+
+def translated(images: jax.Array, shift: int) -> jax.Array:
+    """`images` moved by `shift` pixels down and right (up and left when
+    negative), the gap filled by reflecting them at their border."""
+    pad = abs(shift)
+    padded = jnp.pad(
+        images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect"
+    )
+    height, width = images.shape[1:3]
+    start = pad - shift
+    return padded[:, start : start + height, start : start + width, :]
+
+
+def flipped_views(
+    images: jax.Array, flips: Sequence[str], translate: int = 0
+) -> list[Any]:
+    """The images, then the images flipped by each of `flips` in turn; with
+    `translate`, the same for the images moved by ``+translate`` then by
+    ``-translate`` pixels (`translated`) after them.
 
     Args:
       images: a batch of images, ``(batch, height, width, channels)``.
-      flips: names of `FLIPS`.
+      flips: names of `FLIPS` (none: only with `translate`).
+      translate: pixels; 0: no translated views.
 
     Returns:
-      ``1 + len(flips)`` arrays of the images' shape and dtype.
+      ``(1 + len(flips)) * (3 if translate else 1)`` arrays of the images'
+      shape and dtype.
     """
-    flips = check_flips(flips)
     if np.ndim(images) != 4:
         raise ValueError(
             "Test-time flips take a batch of images (batch, height, width, "
             f"channels); got inputs of shape {np.shape(images)}. Give "
             "predict the images alone, or disable `test_time_flips`."
         )
-    return [images] + [jnp.flip(images, FLIP_AXES[f]) for f in flips]
+    translate = check_translate(translate, np.shape(images))
+    flips = check_flips(flips, allow_empty=translate > 0)
+    shifts = (0, translate, -translate) if translate else (0,)
+    views = []
+    for shift in shifts:  # airbench's order: translate, then mirror
+        moved = translated(images, shift) if shift else images
+        views += [moved] + [jnp.flip(moved, FLIP_AXES[f]) for f in flips]
+    return views
 
 
 def predict_with_flips(
     predict: Callable[[Any], Any],
     images: jax.Array,
     flips: str | Sequence[str] = ("horizontal",),
+    translate: int = 0,
 ) -> Any:
     """`predict`'s outputs averaged over the images and their flips.
 
@@ -105,11 +153,15 @@ def predict_with_flips(
       predict: ``predict(images) -> outputs`` (a pytree of logits).
       images: a batch of images, ``(batch, height, width, channels)``.
       flips: the flips besides the images as given: ``"horizontal"``
-        (mirror the width), ``"vertical"`` (mirror the height), or both.
+        (mirror the width), ``"vertical"`` (mirror the height), or both;
+        none (``()``) only with a translation.
+      translate: pixels (airbench's 1); each view is also seen moved by
+        ``+translate`` and ``-translate`` pixels along both the height and
+        the width, reflected at the border. 0: no translated views.
 
     Returns:
-      The outputs' mean over the ``1 + len(flips)`` views, leaf by leaf, in
-      the outputs' dtype.
+      The outputs' mean over the ``(1 + len(flips))`` views (three times
+      as many with a translation), leaf by leaf, in the outputs' dtype.
 
     Example:
       >>> import jax.numpy as jnp
@@ -119,7 +171,7 @@ def predict_with_flips(
       >>> boostax.predict_with_flips(left, x).tolist()  # (0 + 3) / 2
       [[1.5]]
     """
-    views = flipped_views(images, flips)
+    views = flipped_views(images, flips, translate)
     outputs = [predict(view) for view in views]
     return jax.tree_util.tree_map(
         lambda *leaves: (

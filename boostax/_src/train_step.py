@@ -601,8 +601,8 @@ class TrainStep(step_programs.StepPrograms):
         evaluated (with the model state training kept: BatchNorm's running
         statistics are not averaged), unless `averaged` is False. With the
         config's ``test_time_flips`` enabled, the outputs are averaged over
-        the images and their flips (`boostax.predict_with_flips`), unless
-        `flipped` is False.
+        the images, their flips and translations
+        (`boostax.predict_with_flips`), unless `flipped` is False.
 
         Args:
           state: a state of this step.
@@ -616,8 +616,9 @@ class TrainStep(step_programs.StepPrograms):
             ``None``: the step's model.
           averaged: evaluate the params' moving average when the state
             holds one (default); False: the trained params themselves.
-          flipped: average over the config's test-time flips when it
-            enables them (default); False: `inputs` as given.
+          flipped: average over the config's test-time flips (and
+            translations) when it enables them (default); False: `inputs`
+            as given.
 
         Raises:
           TypeError: `model` with a step that is not a Linen model's (an
@@ -625,13 +626,16 @@ class TrainStep(step_programs.StepPrograms):
             its ``.eval()``).
         """
         validation.check_bool("flipped", flipped)
-        flips = getattr(self.config, "test_time_flips", None)
+        views = getattr(self.config, "test_time_flips", None)
+        if not (flipped and views and views.enabled):
+            views = None
         return self._evaluation.predict(
             state,
             inputs,
             model=model,
             averaged=averaged,
-            flips=flips.flips if flipped and flips and flips.enabled else (),
+            flips=views.flips if views else (),
+            translate=views.translate if views else 0,
         )
 
     def _batch_entries(self) -> tuple[str, ...] | None:
