@@ -37,8 +37,8 @@ Arms: plain Optax; plain + each method (level O0 with the method's
 BoostConfig section); MindSpore's O1; the O1 recipe (`boostax.o1_recipe`:
 LessBN + progressive freezing); plain + every method; the O1 recipe + every
 method; `boostax.recipe` (its default horizontal flip, both flips or none,
-and test-time translations of 0 or 1 pixel, chosen on validation: flips
-must keep the label). A
+test-time translations of 0 or 1 pixel and progressive resizing's mode,
+resize or crop, chosen on validation: flips must keep the label). A
 method whose section this boostax lacks is skipped with a printed note.
 
     python benchmarks/image_methods.py                  # both workloads
@@ -48,6 +48,7 @@ method whose section this boostax lacks is skipped with a printed note.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import os
@@ -149,7 +150,8 @@ class ArmSpec:
         selection chooses (values as JSON-ready strings, mapped by
         `preset_value`): the recipe's flips, which must keep the
         label, so validation decides whether the data keeps it, and its
-        test-time translation.
+        test-time translation; a ``"section.key"`` sets that key of the
+        preset's config (progressive resizing's mode).
     """
 
     name: str
@@ -185,16 +187,21 @@ class ArmSpec:
             if self.level == "plain":
                 return speedup.plain_arm(workload)
             base = self.base
+            # (a run before a knob existed: its default)
+            given = [k for k, _ in self.base_knobs if k in settings]
             if callable(base):
                 base = base(
                     workload.total_steps,
-                    **{  # (a run before a knob existed: its default)
+                    **{
                         keyword: preset_value(settings[keyword])
-                        for keyword, _ in self.base_knobs
-                        if keyword in settings
+                        for keyword in given
+                        if "." not in keyword
                     },
                 )
-            config = dict(base or {})
+            config = copy.deepcopy(base or {})
+            for path in (k for k in given if "." in k):
+                section, key = path.split(".")
+                config[section][key] = settings[path]
             for name in self.methods:
                 method = METHODS[name]
                 value = settings.get(method.knob, knobs.get(name))
@@ -247,6 +254,7 @@ def arm_specs() -> list[ArmSpec]:
             base_knobs=(
                 ("flips", ("horizontal", "horizontal+vertical", "none")),
                 ("translate", ("0", "1")),
+                ("progressive_resizing.mode", ("resize", "crop")),
             ),
         ),
     ]
