@@ -237,6 +237,28 @@ class DemoTest(absltest.TestCase):
                 self.assertIn(f"{spread.median:.2f}x", row)
         self.assertIn("Does boost reach plain Optax's", text)
 
+    def test_the_reason_is_read_from_the_runs(self):
+        def arm(speedup, accuracies):
+            return {
+                "speedup_median": speedup,
+                "budgets": {
+                    f: {"accuracy_median": a}
+                    for f, a in zip(("0.5", "1.0"), accuracies, strict=True)
+                },
+            }
+
+        plain = arm(1.0, (0.9, 0.9))
+        summary = {
+            "target_accuracy": 0.9,
+            "arms": {"plain optax": plain, "recipe": arm(None, (0.8, 0.85))},
+        }
+        self.assertIn("at 0.5x its budget", demo.why_not(summary))
+        summary["arms"]["recipe"]["speedup_median"] = 1.2  # an arm pays
+        self.assertIsNone(demo.why_not(summary))
+        summary["arms"]["recipe"]["speedup_median"] = 0.9
+        plain["budgets"]["0.5"]["accuracy_median"] = 0.8  # plain needs 1x
+        self.assertIsNone(demo.why_not(summary))
+
     def test_quick_steps_to_target_prints_the_decomposition(self):
         # The constant-rate table, behind its flag.
         result, written, text = _demo(
