@@ -148,9 +148,11 @@ def recipe(
     - no LessBN and no gradient freezing: neither's accuracy is bought
       back by the methods above.
 
-    The defaults are what the CIFAR-shaped digits measured (resized
-    images; the translation and the crop mode came later). The flips must
-    keep the label: the horizontal flip keeps it for most
+    The defaults are what the CIFAR-shaped digits chose on validation
+    (resized images and no translation: 99.26%, against 97.77% with crops
+    and 98.88% with the translation); the shapes chose crops and the
+    translation. Choose them on a validation split of your data. The
+    flips must keep the label: the horizontal flip keeps it for most
     natural images (airbench's default, and this preset's). Pass
     ``flips=None`` for data a mirror changes (digits, text). The model
     must take NHWC images and pool globally (progressive resizing's
