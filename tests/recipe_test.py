@@ -143,6 +143,12 @@ class RenamedTest(absltest.TestCase):
         ):
             config = boostax.recipe()
         self.assertEqual(config, boostax.o1_recipe())
+        # The old preset has no flips: given without `total_steps`, they
+        # are refused, not dropped.
+        with self.assertRaisesRegex(TypeError, "needs `total_steps`"):
+            boostax.recipe(flips=None)
+        with self.assertRaisesRegex(TypeError, "needs `total_steps`"):
+            boostax.recipe(translate=1)
 
     def test_o1_recipe_is_less_bn_and_progressive_freezing(self):
         config = boostax.BoostConfig.from_dict(

@@ -192,6 +192,13 @@ def recipe(
       {'enabled': True, 'flips': ['horizontal']}
     """
     if total_steps is None:
+        if translate or flips != ("horizontal",):
+            # The old preset has no flips: they would be ignored.
+            raise TypeError(
+                "`boostax.recipe` needs `total_steps` (the run's optimizer "
+                "updates, over which the images grow) with `flips` or "
+                f"`translate`; got flips={flips!r}, translate={translate!r}."
+            )
         warnings.warn(
             "`boostax.recipe()` without `total_steps` is the LessBN and "
             "progressive-freezing preset, now `boostax.o1_recipe()`; "

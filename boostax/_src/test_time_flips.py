@@ -15,13 +15,13 @@ with ``M_k`` the flip along the images' height (``"vertical"``) or width
 (airbench's "mirror and translate"), the images shifted by ``t`` pixels
 down and right and by ``t`` up and left (``T_{+t} x``, ``T_{-t} x``: the
 image reflected at its border to fill the gap) are seen too, each with
-its flips, and the mean runs over the ``3 (1 + |F|)`` views. A label that does
-not change under a flip (a horizontal flip of a natural image, any flip of
-a rotation-invariant shape) makes every view an estimate of the same class,
-so the average is a small ensemble for free: the trained weights are
-unchanged, and only evaluation costs ``1 + |F|`` forward passes. airbench
-evaluates CIFAR-10 this way; `TrainStep.predict` does it when the config's
-``test_time_flips`` section is enabled.
+its flips, and the mean runs over the ``3 (1 + |F|)`` views. A label that
+does not change under a flip (a horizontal flip of a natural image, any
+flip of a rotation-invariant shape) or a small shift makes every view an
+estimate of the same class, so the average is a small ensemble for free:
+the trained weights are unchanged, and only evaluation costs one forward
+pass per view. airbench evaluates CIFAR-10 this way; `TrainStep.predict`
+does it when the config's ``test_time_flips`` section is enabled.
 
 The training run is not touched, so a run's time to an accuracy counts the
 training steps only (the benchmarks report the evaluation's extra passes
@@ -54,7 +54,7 @@ FLIPS = tuple(FLIP_AXES)
 
 
 def check_flips(
-    flips: str | Sequence[str], name: str = "flips", allow_empty=False
+    flips: str | Sequence[str], name: str = "flips", allow_empty: bool = False
 ) -> tuple:
     """`flips` as a tuple of distinct names of `FLIPS`.
 
@@ -85,7 +85,11 @@ def check_flips(
     return flips
 
 
-def check_translate(translate: int, images_shape=None, name="translate") -> int:
+def check_translate(
+    translate: int,
+    images_shape: Sequence[int] | None = None,
+    name: str = "translate",
+) -> int:
     """`translate` as pixels: an int >= 0, and below the images' height and
     width when their shape is given (reflection needs that many pixels)."""
     translate = validation.check_int(name, translate, minimum=0)
