@@ -263,25 +263,19 @@ _RENAMED = {"image_recipe": "recipe"}
 
 def __getattr__(name: str):
     if name in _RENAMED:
-        import warnings
+        value = globals()[_RENAMED[name]]
+        where = f"is now `boostax.{_RENAMED[name]}`"
+    elif name in _MOVED:
+        value = getattr(globals()[_MOVED[name]], name)
+        where = f"moved to `boostax.{_MOVED[name]}.{name}`"
+    else:
+        raise AttributeError(f"module 'boostax' has no attribute {name!r}")
+    import warnings
 
-        new = _RENAMED[name]
-        warnings.warn(
-            f"`boostax.{name}` is now `boostax.{new}`; the old spelling "
-            "will be removed in the next release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return globals()[new]
-    if name in _MOVED:
-        import warnings
-
-        home = _MOVED[name]
-        warnings.warn(
-            f"`boostax.{name}` moved to `boostax.{home}.{name}`; the old "
-            "spelling will be removed in the next release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(globals()[home], name)
-    raise AttributeError(f"module 'boostax' has no attribute {name!r}")
+    warnings.warn(
+        f"`boostax.{name}` {where}; the old spelling will be removed in "
+        "the next release.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return value
