@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.adasum`."""
+"""Tests for `boostax._src.distributed.adasum`."""
 
 import functools
 
@@ -13,7 +13,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import boostax
-from boostax._src.adasum import (
+from boostax._src.distributed.adasum import (
     AdaSumState,
     adasum,
     adasum_gradients,

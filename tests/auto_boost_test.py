@@ -13,7 +13,7 @@ from flax import nnx
 
 import boostax
 from boostax import mindspore as boost
-from boostax._src import boost_components
+from boostax._src.config import components as boost_components
 from boostax.examples import models
 from tests import _utils
 

@@ -1,7 +1,8 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.boxed_variables`: variables annotated to shard
-are refused by a step that would replicate them; the others are unboxed."""
+"""Tests for `boostax._src.distributed.boxed_variables`: variables
+annotated to shard are refused by a step that would replicate them; the
+others are unboxed."""
 
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.centralization`."""
+"""Tests for `boostax._src.less_bn.centralization`."""
 
 import os
 import re
@@ -14,8 +14,8 @@ from flax import linen as nn
 from flax import nnx
 
 import boostax
-from boostax._src import boost_components
-from boostax._src import config as config_lib
+from boostax._src.config import boost_config as config_lib
+from boostax._src.config import components as boost_components
 from boostax._src.tree_utils import path_names
 from boostax.examples import models
 

@@ -17,8 +17,10 @@ import optax
 from absl.testing import absltest
 
 import boostax
-from boostax._src import executables, freezing, program_schedule, tree_utils
-from boostax._src import train_step as train_step_lib
+from boostax._src import tree_utils
+from boostax._src.freezing import plan as freezing
+from boostax._src.step import executables, program_schedule
+from boostax._src.step import train_step as train_step_lib
 from boostax.examples import models
 from tests import _utils, conftest
 

@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.config`."""
+"""Tests for `boostax._src.config.boost_config`."""
 
 import collections.abc
 import contextlib
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import boostax
 from boostax import mindspore as boost
-from boostax._src import config as config_lib
+from boostax._src.config import boost_config as config_lib
 
 # MindSpore's `boost_config_dict` with every default,
 # plus `grad_accumulation.grad_accumulation_step` and `boost.loss_scale_group`.

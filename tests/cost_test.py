@@ -12,7 +12,7 @@ from absl.testing import absltest
 from flax import nnx
 
 import boostax
-from boostax._src import step_bytes as step_bytes_lib
+from boostax._src.measure import step_bytes as step_bytes_lib
 from boostax.examples import models
 from tests import _utils
 

@@ -1,6 +1,7 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.data_parallel` on 8 simulated CPU devices."""
+"""Tests for `boostax._src.distributed.data_parallel` on 8 simulated CPU
+devices."""
 
 import warnings
 

@@ -1,6 +1,7 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.dim_reduce` against a float64 NumPy reference."""
+"""Tests for `boostax._src.dim_reduce.quasi_newton` against a float64 NumPy
+reference."""
 
 import math
 import os
@@ -16,8 +17,8 @@ from jax.flatten_util import ravel_pytree
 
 import boostax
 from boostax import mindspore as boost
-from boostax._src import dim_reduce as dim_reduce_lib
-from boostax._src import pca as pca_lib
+from boostax._src.dim_reduce import pca as pca_lib
+from boostax._src.dim_reduce import quasi_newton as dim_reduce_lib
 from tests import _utils
 
 HIDDEN = 6

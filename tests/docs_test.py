@@ -179,12 +179,14 @@ class DocsSourcesTest(absltest.TestCase):
         # The layout block under "## Layers": the one layout description.
         layers = design.split("## Layers", 1)[1].split("```text", 1)[1]
         layers = layers.split("```", 1)[0]
-        mindspore = layers.split("mindspore/", 1)[1]
         src = os.path.join(ROOT, "boostax", "_src")
-        for folder, block in (
-            (src, layers),
-            (os.path.join(src, "mindspore"), mindspore),
-        ):
+        # Each package's modules are named after its folder's line.
+        folders = [(src, layers)] + [
+            (path, layers.split(f"  {os.path.basename(path)}/", 1)[1])
+            for path in sorted(glob.glob(os.path.join(src, "*")))
+            if os.path.exists(os.path.join(path, "__init__.py"))
+        ]
+        for folder, block in folders:
             modules = [
                 os.path.basename(p)
                 for p in glob.glob(os.path.join(folder, "*.py"))

@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.freeze_record`: a state resumed under other
+"""Tests for `boostax._src.freezing.record`: a state resumed under other
 gradient-freezing settings goes on only where its past stays the same."""
 
 import jax
@@ -11,8 +11,8 @@ from absl.testing import absltest
 from flax import serialization
 
 import boostax
-from boostax._src import freeze_record
-from boostax._src import freezing as freezing_lib
+from boostax._src.freezing import plan as freezing_lib
+from boostax._src.freezing import record as freeze_record
 from tests import _utils
 
 # Nine leaves in natural order: three chunks of three, so three groups.

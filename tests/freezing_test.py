@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.freezing` and frozen train steps."""
+"""Tests for `boostax._src.freezing.plan` and frozen train steps."""
 
 import math
 import warnings
@@ -168,7 +168,8 @@ class GroupsTest(parameterized.TestCase):
 
     def test_too_many_groups_warns_at_the_users_line(self):
         # O1's default 10 groups on a model of 7 chunks: the warning points
-        # at this file (not freeze_groups.py) and says how many groups would do.
+        # at this file (not freezing/groups.py) and says how many groups
+        # would do.
         model = models.ResNet(stage_sizes=(1, 1), widths=(16, 32))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -507,7 +508,7 @@ class FreezeOptTest(parameterized.TestCase):
         np.testing.assert_allclose(state.params["b"]["w"], [-3.0, -3.0])
 
     def test_learning_rate_list_is_split(self):
-        from boostax._src import freezing
+        from boostax._src.freezing import plan as freezing
 
         schedules = freezing.split_learning_rates(
             [0.1, 0.2, 0.3, 0.4, 0.5], [0, 1, 0, 1, 0], 2

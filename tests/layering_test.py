@@ -23,135 +23,169 @@ PACKAGE = os.path.join(
 )
 SRC = os.path.join(PACKAGE, "_src")
 
-# Each module of `boostax._src` (``mindspore.x`` for its subpackage's) and
-# the one concept it holds.
-CONCEPTS = {
-    "accumulation": "gradient accumulation: the inner optimizer every k steps",
-    "adasum": "AdaSum's Optax transforms: updates or gradients AdaSum'd",
-    "adasum_collective": "AdaSum's rule and its shard_map collectives",
-    "auto_boost": "auto_boost: a config level turned into one TrainStep",
-    "batches": "a model batch: its (inputs, targets), checked on the host",
-    "boxed_variables": "sharding-annotated variables: refused or unboxed",
-    "boost_components": "a config's sections turned into a step's components",
-    "centralization": "gradient centralization, an Optax transform",
-    "config": "BoostConfig: levels, modes, a dict read into its sections",
-    "config_sections": "a BoostConfig's sections: a frozen dataclass each",
-    "config_fields": "a config section's keys: kinds, ranges and checks",
-    "cost": "CostReport: a boosted step's costs against the plain step",
-    "accelerators": "accelerators' peak rates, for roofline projections",
-    "executable_cost": "what one compiled executable costs, read from XLA",
-    "state_bytes": "the bytes of a train state each device holds",
-    "data_parallel": "data-parallel steps on a mesh: averaging or AdaSum",
-    "data_parallel_placement": "a data-parallel step's specs and placement",
-    "dim_reduce": "DimReduce: quasi-Newton steps in the PCA subspace",
-    "executables": "the compiled programs of a step, one per key",
-    "fan_in": "each kernel's fan-in axes, read from the layer owning it",
-    "flax_interop": "to and from flax.training's TrainState",
-    "fn_head": "LessBN's full-normalization classifier head",
-    "freeze_groups": "gradient freezing's nested groups of parameters",
-    "freeze_out": "FreezeOut's learning-rate annealing, an Optax transform",
-    "freeze_record": "gradient freezing's record: may a state resume here?",
-    "freeze_sequence": "gradient freezing's sequence: the depth of each step",
-    "freezing": "the plan of a freezing run: groups, sequence, optimizers",
-    "groups": "parameter groups as label trees (optax.partition's)",
-    "hlo_kernels": "the kernels a compiled program launches",
-    "label_smoothing": "label smoothing: smoothed class targets for a loss",
-    "test_time_flips": "outputs averaged over flipped and translated images",
-    "less_bn": "LessBN's entry points: plan, apply, report, convert",
-    "less_bn_linen": "LessBN's plan applied to a Linen model (a wrapper)",
-    "less_bn_nnx": "LessBN's plan applied to an NNX model (a rewrite)",
-    "less_bn_patterns": "MindSpore's LessBN patterns, run on a model's graph",
-    "less_bn_plan": "which BatchNorms LessBN removes, and the report why",
-    "less_bn_weights": "trained weights brought into a LessBN model",
-    "loss_scale": "loss scaling: static, dynamic and per group of layers",
-    "masked_update": "updating a subset of the parameters, one state shared",
-    "model_errors": "a model's errors in the step, said in boostax's terms",
-    "model_graph": "a Flax model's layer-level data-flow graph",
-    "objectives": "model adapters: what a train step differentiates",
-    "pca": "the PCA of weight snapshots, and what a valid P is",
-    "pca_file": "the PCA matrix's .npy file, shared between processes",
-    "precision": "mixed precision: the dtype policy of a train step",
-    "program_schedule": "which program each step runs, and when others compile",
-    "progressive_resizing": "progressive resizing: smaller images first",
+
+def _in(package: str, concepts: dict[str, str]) -> dict[str, str]:
+    """`concepts` of the modules of `boostax._src`'s subpackage `package`."""
+    return {f"{package}.{name}": concept for name, concept in concepts.items()}
+
+
+# Each module of `boostax._src` and the one concept it holds, by feature: a
+# subpackage's modules under its name (``step.builder`` is
+# ``boostax/_src/step/builder.py``).
+_CONFIG = {
+    "boost_config": "BoostConfig: levels, modes, a dict read into its sections",
+    "components": "a config's sections turned into a step's components",
+    "fields": "a config section's keys: kinds, ranges and checks",
     "recipes": "boostax's named presets: config dicts of measured choices",
-    "seq_len_warmup": "sequence-length warm-up: truncated sequences first",
-    "skip_watch": "runs of skipped steps, noticed without stalling",
-    "snapshots": "weight snapshots along a run: in memory or on disk",
-    "step_attributes": "the attributes a model runs with inside a step",
-    "step_builder": "the pure train step: plan, initial state, function",
-    "step_bytes": "the bytes a traced step moves, with their dtypes",
-    "train_step_bytes": "step_bytes: the bytes of one program of a TrainStep",
-    "step_context": "the traced step's context: precision policy, data axes",
+    "sections": "a BoostConfig's sections: a frozen dataclass each",
+}
+_STEP = {
+    "attributes": "the attributes a model runs with inside a step",
+    "batches": "a model batch: its (inputs, targets), checked on the host",
+    "builder": "the pure train step: plan, initial state, function",
+    "checks": "checks at a step's boundary: is this state its own?",
+    "context": "the traced step's context: precision policy, data axes",
+    "evaluation": "Evaluation: what a step's state predicts, its vars",
+    "executables": "the compiled programs of a step, one per key",
+    "factory": "make_train_step: a TrainStep from a model and optimizer",
+    "metrics": "the metrics a step reports beside the loss's own",
+    "model_errors": "a model's errors in the step, said in boostax's terms",
     "objective_options": "a step's model/loss options, gathered once",
-    "optimizer_sharding": "optimizer state split over the data axes (ZeRO-1)",
-    "split_walk": "the split axis followed through a traced optimizer update",
+    "objectives": "model adapters: what a train step differentiates",
+    "options": "StepOptions: a step's settings beyond model and config",
     "param_reads": "the dtype a loss function reads each parameter in",
-    "step_checks": "checks at a step's boundary: is this state its own?",
-    "step_factory": "make_train_step: a TrainStep from a model and optimizer",
-    "step_options": "StepOptions: a step's settings beyond model and config",
-    "timing": "step-time ratios that survive a noisy machine",
+    "plan": "StepPlan: what a step builds once it has seen the params",
+    "program_schedule": "which program each step runs, and when others compile",
+    "programs": "StepPrograms: a TrainStep's programs named, compiled",
+    "skip_watch": "runs of skipped steps, noticed without stalling",
     "train_state": "TrainState: everything a step reads and writes",
     "train_step": "TrainStep: a builder's functions run by its programs",
-    "step_evaluation": "Evaluation: what a step's state predicts, its vars",
-    "step_programs": "StepPrograms: a TrainStep's programs named, compiled",
+    "weighted_loss": "a loss as a sum and its weight, over the global batch",
+}
+_LESS_BN = {
+    "api": "LessBN's entry points: plan, apply, report, convert",
+    "centralization": "gradient centralization, an Optax transform",
+    "fan_in": "each kernel's fan-in axes, read from the layer owning it",
+    "fn_head": "LessBN's full-normalization classifier head",
+    "linen": "LessBN's plan applied to a Linen model (a wrapper)",
+    "nnx": "LessBN's plan applied to an NNX model (a rewrite)",
+    "patterns": "MindSpore's LessBN patterns, run on a model's graph",
+    "plan": "which BatchNorms LessBN removes, and the report why",
+    "weights": "trained weights brought into a LessBN model",
+}
+_FREEZING = {
+    "freeze_out": "FreezeOut's learning-rate annealing, an Optax transform",
+    "groups": "gradient freezing's nested groups of parameters",
+    "masked_update": "updating a subset of the parameters, one state shared",
+    "plan": "the plan of a freezing run: groups, sequence, optimizers",
+    "record": "gradient freezing's record: may a state resume here?",
+    "sequence": "gradient freezing's sequence: the depth of each step",
+}
+_DIM_REDUCE = {
+    "pca": "the PCA of weight snapshots, and what a valid P is",
+    "pca_file": "the PCA matrix's .npy file, shared between processes",
+    "quasi_newton": "DimReduce: quasi-Newton steps in the PCA subspace",
+    "snapshots": "weight snapshots along a run: in memory or on disk",
     "trajectory": "the PCA matrix of a weight trajectory (for DimReduce)",
+}
+_DISTRIBUTED = {
+    "adasum": "AdaSum's Optax transforms: updates or gradients AdaSum'd",
+    "adasum_collective": "AdaSum's rule and its shard_map collectives",
+    "boxed_variables": "sharding-annotated variables: refused or unboxed",
+    "data_parallel": "data-parallel steps on a mesh: averaging or AdaSum",
+    "optimizer_sharding": "optimizer state split over the data axes (ZeRO-1)",
+    "partitioning": "where the jit engine places the state: specs by rule",
+    "placement": "a data-parallel step's specs and placement",
+    "split_walk": "the split axis followed through a traced optimizer update",
+}
+_METHODS = {
+    "label_smoothing": "label smoothing: smoothed class targets for a loss",
+    "progressive_resizing": "progressive resizing: smaller images first",
+    "seq_len_warmup": "sequence-length warm-up: truncated sequences first",
+    "test_time_flips": "outputs averaged over flipped and translated images",
+    "weight_averaging": "a moving average of the params in the optimizer state",
+}
+_MEASURE = {
+    "accelerators": "accelerators' peak rates, for roofline projections",
+    "cost": "CostReport: a boosted step's costs against the plain step",
+    "executable_cost": "what one compiled executable costs, read from XLA",
+    "hlo_kernels": "the kernels a compiled program launches",
+    "state_bytes": "the bytes of a train state each device holds",
+    "step_bytes": "the bytes a traced step moves, with their dtypes",
+    "timing": "step-time ratios that survive a noisy machine",
+    "train_step_bytes": "step_bytes: the bytes of one program of a TrainStep",
+}
+_MINDSPORE = {
+    "accumulation": "MindSpore's GradientAccumulation",
+    "adasum": "MindSpore's AdaSum object",
+    "auto_boost": "MindSpore's AutoBoost object",
+    "dim_reduce": "MindSpore's DimReduce cell",
+    "freeze": "MindSpore's GradientFreeze, FreezeOpt, freeze_cell",
+    "less_bn": "MindSpore's LessBN cell",
+    "loss_scale": "MindSpore's GroupLossScaleManager",
+    "processes": "MindSpore's ParameterProcess and OptimizerProcess",
+    "train_one_step": "MindSpore's training cells",
+}
+CONCEPTS = {
+    "accumulation": "gradient accumulation: the inner optimizer every k steps",
+    "auto_boost": "auto_boost: a config level turned into one TrainStep",
+    "flax_interop": "to and from flax.training's TrainState",
+    "groups": "parameter groups as label trees (optax.partition's)",
+    "jaxpr_walk": "walking a jaxpr's equations, nested programs included",
+    "loss_scale": "loss scaling: static, dynamic and per group of layers",
+    "model_graph": "a Flax model's layer-level data-flow graph",
+    "precision": "mixed precision: the dtype policy of a train step",
     "tree_diff": "where two pytrees differ, for an error message",
     "tree_utils": "generic pytree helpers: names, optimizer-state lookup",
-    "jaxpr_walk": "walking a jaxpr's equations, nested programs included",
     "user_warnings": "warnings attributed to the user's line",
     "validation": "argument checks shared by every public function",
     "weight_decay": "MindSpore's decoupled weight decay stage and its mask",
-    "weight_averaging": "a moving average of the params in the optimizer state",
-    "weighted_loss": "a loss as a sum and its weight, over the global batch",
-    "partitioning": "where the jit engine places the state: specs by rule",
-    "step_metrics": "the metrics a step reports beside the loss's own",
-    "step_plan": "StepPlan: what a step builds once it has seen the params",
-    "mindspore.accumulation": "MindSpore's GradientAccumulation",
-    "mindspore.adasum": "MindSpore's AdaSum object",
-    "mindspore.auto_boost": "MindSpore's AutoBoost object",
-    "mindspore.dim_reduce": "MindSpore's DimReduce cell",
-    "mindspore.freeze": "MindSpore's GradientFreeze, FreezeOpt, freeze_cell",
-    "mindspore.less_bn": "MindSpore's LessBN cell",
-    "mindspore.loss_scale": "MindSpore's GroupLossScaleManager",
-    "mindspore.processes": "MindSpore's ParameterProcess and OptimizerProcess",
-    "mindspore.train_one_step": "MindSpore's training cells",
+    **_in("config", _CONFIG),
+    **_in("step", _STEP),
+    **_in("less_bn", _LESS_BN),
+    **_in("freezing", _FREEZING),
+    **_in("dim_reduce", _DIM_REDUCE),
+    **_in("distributed", _DISTRIBUTED),
+    **_in("methods", _METHODS),
+    **_in("measure", _MEASURE),
+    **_in("mindspore", _MINDSPORE),
 }
 # Past this, a module most likely holds more than one concept.
 MAX_LINES = 750
 
 TRANSFORMS = (
     "accumulation",
-    "adasum",
-    "adasum_collective",
-    "centralization",
-    "dim_reduce",
-    "freeze_groups",
-    "freeze_out",
-    "freezing",
+    "distributed.adasum",
+    "distributed.adasum_collective",
+    "less_bn.centralization",
+    "dim_reduce.quasi_newton",
+    "freezing.groups",
+    "freezing.freeze_out",
+    "freezing.plan",
     "loss_scale",
-    "masked_update",
-    "weight_averaging",
+    "freezing.masked_update",
+    "methods.weight_averaging",
 )
 STEP_LAYER = frozenset(
     {
         "auto_boost",
-        "batches",
-        "config",
-        "config_sections",
-        "cost",
-        "data_parallel",
-        "data_parallel_placement",
-        "executables",
+        "step.batches",
+        "config.boost_config",
+        "config.sections",
+        "measure.cost",
+        "distributed.data_parallel",
+        "distributed.placement",
+        "step.executables",
         "mindspore",
-        "objectives",
-        "step_builder",
-        "step_evaluation",
-        "step_factory",
-        "step_programs",
-        "step_plan",
-        "train_state",
-        "train_step",
-        "train_step_bytes",
+        "step.objectives",
+        "step.builder",
+        "step.evaluation",
+        "step.factory",
+        "step.programs",
+        "step.plan",
+        "step.train_state",
+        "step.train_step",
+        "measure.train_step_bytes",
     }
 )
 # A namedtuple's own methods start with an underscore but are public.
@@ -160,8 +194,8 @@ NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 LEAVES = (
     "tree_utils",
     "validation",
-    "pca_file",
-    "step_context",
+    "dim_reduce.pca_file",
+    "step.context",
     "jaxpr_walk",
 )
 
@@ -198,20 +232,27 @@ def _parse(path: str) -> ast.Module:
 
 
 def _imports(module: str) -> set[str]:
-    """The `boostax._src` modules `module` imports (at any depth of code)."""
-    tree = _parse(os.path.join(SRC, module + ".py"))
+    """The `boostax._src` modules `module` imports (at any depth of code),
+    dotted below `boostax._src` (``"step.builder"``)."""
+    tree = _parse(os.path.join(SRC, *module.split(".")) + ".py")
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "boostax._src":
-                found.update(alias.name for alias in node.names)
-            elif node.module.startswith("boostax._src."):
-                found.add(node.module.split(".")[2])
+            base = node.module.removeprefix("boostax._src").lstrip(".")
+            if base == node.module:  # not from boostax._src
+                continue
+            for alias in node.names:
+                name = f"{base}.{alias.name}".lstrip(".")
+                found.add(name if _is_module(name) else base)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("boostax._src."):
-                    found.add(alias.name.split(".")[2])
+                    found.add(alias.name.removeprefix("boostax._src."))
     return found
+
+
+def _is_module(name: str) -> bool:
+    return os.path.exists(os.path.join(SRC, *name.split(".")) + ".py")
 
 
 def _closure(module: str) -> set[str]:
@@ -305,7 +346,12 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 class LayeringTest(parameterized.TestCase):
     @parameterized.parameters(*TRANSFORMS)
     def test_transform_imports_nothing_from_the_step_layer(self, module):
-        self.assertEmpty(_closure(module) & STEP_LAYER)
+        step_layer = {
+            name
+            for name in _closure(module)
+            if name in STEP_LAYER or name.split(".")[0] in STEP_LAYER
+        }
+        self.assertEmpty(step_layer)
 
     @parameterized.parameters(*LEAVES)
     def test_leaf_imports_nothing_from_boostax(self, module):
@@ -315,7 +361,9 @@ class LayeringTest(parameterized.TestCase):
         # Library, MindSpore layer and examples: each module can be read
         # (and imported) after the ones it uses, never in a loop.
         graph = _import_graph()
-        self.assertIn("boostax._src.validation", graph["boostax._src.cost"])
+        self.assertIn(
+            "boostax._src.validation", graph["boostax._src.measure.cost"]
+        )
         self.assertEqual(_cycles(graph), [])
 
     def test_benchmarks_examples_and_notebooks_use_the_public_api(self):

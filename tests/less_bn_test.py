@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.less_bn` and `boostax._src.model_graph`."""
+"""Tests for `boostax._src.less_bn.api` and `boostax._src.model_graph`."""
 
 import itertools
 import math
@@ -15,7 +15,8 @@ from flax import nnx
 from flax.core import unfreeze as flax_unfreeze
 
 import boostax
-from boostax._src import less_bn_patterns, model_graph
+from boostax._src import model_graph
+from boostax._src.less_bn import patterns as less_bn_patterns
 from boostax.examples import models
 from tests import _models, _patterns, _utils
 

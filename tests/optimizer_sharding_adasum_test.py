@@ -19,8 +19,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import boostax
-from boostax._src import adasum as adasum_lib
-from boostax._src import optimizer_sharding
+from boostax._src.distributed import adasum as adasum_lib
+from boostax._src.distributed import optimizer_sharding
 from boostax.examples import models
 from tests import _utils
 from tests.adasum_test import _reference_tree

@@ -16,7 +16,7 @@ from absl.testing import absltest, parameterized
 from jax.sharding import PartitionSpec as P
 
 import boostax
-from boostax._src import optimizer_sharding
+from boostax._src.distributed import optimizer_sharding
 from tests import _utils
 
 D = 8

@@ -22,7 +22,8 @@ from absl.testing import absltest, parameterized
 from jax.sharding import PartitionSpec as P
 
 import boostax
-from boostax._src import param_reads, step_attributes
+from boostax._src.step import attributes as step_attributes
+from boostax._src.step import param_reads
 from tests import _utils
 
 BATCH = 16

@@ -1,7 +1,7 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
 """Tests for the softmax of Flax's attention under a precision policy
-(`boostax._src.step_attributes.float32_softmax_attention`)."""
+(`boostax._src.step.attributes.float32_softmax_attention`)."""
 
 import functools
 import inspect
@@ -15,7 +15,8 @@ from flax import linen as nn
 from flax import nnx
 
 import boostax
-from boostax._src import jaxpr_walk, step_attributes
+from boostax._src import jaxpr_walk
+from boostax._src.step import attributes as step_attributes
 from boostax.examples import models
 
 BATCH, LENGTH, FEATURES, HEADS, CLASSES = 4, 5, 6, 2, 3

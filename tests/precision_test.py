@@ -1,7 +1,7 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
 """Tests for the precision policy (`boostax._src.precision`) and the
-dtype-aware bytes of a step (`boostax._src.step_bytes`)."""
+dtype-aware bytes of a step (`boostax._src.measure.step_bytes`)."""
 
 import dataclasses
 

@@ -16,7 +16,7 @@ import jax
 from absl.testing import absltest
 from packaging.requirements import Requirement
 
-from boostax._src import step_bytes
+from boostax._src.measure import step_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -12,7 +12,7 @@ from absl.testing import absltest, parameterized
 from flax import linen as nn
 
 import boostax
-from boostax._src import progressive_resizing as resizing_lib
+from boostax._src.methods import progressive_resizing as resizing_lib
 from boostax.examples import models
 from tests import _utils
 

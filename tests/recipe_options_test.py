@@ -17,7 +17,10 @@ from absl.testing import absltest, parameterized
 from flax import nnx
 
 import boostax
-from boostax._src import fn_head, freezing, less_bn, masked_update
+from boostax._src.freezing import masked_update
+from boostax._src.freezing import plan as freezing
+from boostax._src.less_bn import api as less_bn
+from boostax._src.less_bn import fn_head
 from boostax.examples import models
 from tests import _models
 

@@ -47,7 +47,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import boostax
-from boostax._src import train_state as train_state_lib
+from boostax._src.step import train_state as train_state_lib
 from tests import _utils
 
 # BOOSTAX_FUZZ_EXAMPLES=200 for a longer, random search (the suite runs the

@@ -13,7 +13,7 @@ from absl.testing import absltest, parameterized
 from flax import linen as nn
 
 import boostax
-from boostax._src import program_schedule
+from boostax._src.step import program_schedule
 from tests import _utils
 
 VOCAB = 16

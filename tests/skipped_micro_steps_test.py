@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import boostax
-from boostax._src import freezing as freezing_lib
-from boostax._src import objectives
-from boostax._src import train_step as train_step_lib
+from boostax._src.freezing import plan as freezing_lib
+from boostax._src.step import objectives
+from boostax._src.step import train_step as train_step_lib
 
 LEAVES = ("a", "b", "c")
 # Depth 0 trains every leaf, 1 the last two, 2 the last one.

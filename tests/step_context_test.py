@@ -1,13 +1,15 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.step_context`: one context for the traced step."""
+"""Tests for `boostax._src.step.context`: one context for the traced step."""
 
 import dataclasses
 
 from absl.testing import absltest
 
 import boostax
-from boostax._src import precision, step_attributes, step_context
+from boostax._src import precision
+from boostax._src.step import attributes as step_attributes
+from boostax._src.step import context as step_context
 
 
 class StepContextTest(absltest.TestCase):

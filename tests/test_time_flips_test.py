@@ -19,7 +19,7 @@ from absl.testing import absltest, parameterized
 from flax import linen as nn
 
 import boostax
-from boostax._src import test_time_flips
+from boostax._src.methods import test_time_flips
 from tests import _utils
 
 SHAPE = (3, 4, 5, 2)  # (batch, height, width, channels)

@@ -1,6 +1,7 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.train_step` and `boostax._src.objectives`."""
+"""Tests for `boostax._src.step.train_step` and
+`boostax._src.step.objectives`."""
 
 import dataclasses
 from unittest import mock
@@ -14,7 +15,7 @@ from flax import linen as nn
 from flax import nnx
 
 import boostax
-from boostax._src import objectives as objectives_lib
+from boostax._src.step import objectives as objectives_lib
 from boostax.examples import baseline, data, models
 from tests import _utils
 

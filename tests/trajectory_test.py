@@ -1,6 +1,6 @@
 # Copyright 2026 The boostax Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for `boostax._src.trajectory` and the modules under it."""
+"""Tests for `boostax._src.dim_reduce.trajectory` and the modules under it."""
 
 import io
 import math
@@ -20,8 +20,8 @@ import numpy as np
 from absl.testing import absltest, parameterized
 from jax.flatten_util import ravel_pytree
 
-from boostax._src import pca, pca_file, trajectory
-from boostax._src import snapshots as snapshots_lib
+from boostax._src.dim_reduce import pca, pca_file, trajectory
+from boostax._src.dim_reduce import snapshots as snapshots_lib
 
 # Subspace tolerances: the randomized SVD with one power iteration and
 # k + 10 random vectors is exact to ~1e-5 when S <= k + 10; the looser bound
@@ -519,7 +519,7 @@ class PCAMatrixFileTest(parameterized.TestCase):
         script = (
             "import os, signal, sys\n"
             "import numpy as np\n"
-            "from boostax._src import pca_file\n"
+            "from boostax._src.dim_reduce import pca_file\n"
             "def save_and_die(f, array):\n"
             "    f.write(b'\\x93NUMPY')\n"
             "    f.flush()\n"

@@ -14,7 +14,8 @@ import optax
 from absl.testing import absltest
 
 import boostax
-from boostax._src import freezing, program_schedule
+from boostax._src.freezing import plan as freezing
+from boostax._src.step import program_schedule
 from boostax.examples import models
 from tests import _utils
 

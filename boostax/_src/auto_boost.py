@@ -15,21 +15,19 @@ import optax
 from jax.sharding import Mesh
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import boost_components as components
-from boostax._src import config as config_lib
-from boostax._src import label_smoothing as label_smoothing_lib
 from boostax._src import loss_scale as loss_scale_lib
-from boostax._src import (
-    model_graph,
-    objective_options,
-    user_warnings,
-    validation,
-)
+from boostax._src import model_graph, user_warnings, validation
 from boostax._src import precision as precision_lib
-from boostax._src import progressive_resizing as progressive_resizing_lib
-from boostax._src import step_options as step_options_lib
-from boostax._src import train_step as train_step_lib
 from boostax._src import weight_decay as weight_decay_lib
+from boostax._src.config import boost_config as config_lib
+from boostax._src.config import components
+from boostax._src.methods import label_smoothing as label_smoothing_lib
+from boostax._src.methods import (
+    progressive_resizing as progressive_resizing_lib,
+)
+from boostax._src.step import objective_options
+from boostax._src.step import options as step_options_lib
+from boostax._src.step import train_step as train_step_lib
 
 
 def auto_boost(

@@ -16,7 +16,7 @@ Weights brought in are never silently re-initialised or transformed: their
 function is kept exactly, or the conversion is refused with the reason
 (LessBN folds a trained removed BatchNorm into the layer before it and
 refuses to put its FN head in place of a trained dense head; see
-``less_bn_weights.py``). A state of another model is refused before the
+``less_bn/weights.py``). A state of another model is refused before the
 step sees it, so the step stays the one model's it was built for.
 """
 
@@ -34,11 +34,13 @@ from flax.training import train_state as flax_train_state
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from boostax._src import freezing as freezing_lib
-from boostax._src import less_bn_linen, tree_diff, validation, weight_averaging
 from boostax._src import model_graph as model_graph_lib
-from boostax._src import objectives as objectives_lib
-from boostax._src import train_step as train_step_lib
+from boostax._src import tree_diff, validation
+from boostax._src.freezing import plan as freezing_lib
+from boostax._src.less_bn import linen as less_bn_linen
+from boostax._src.methods import weight_averaging
+from boostax._src.step import objectives as objectives_lib
+from boostax._src.step import train_step as train_step_lib
 from boostax._src.tree_utils import path_names
 
 # The fields of flax's own TrainState; any other field of a subclass that

@@ -61,7 +61,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from boostax._src import step_context, tree_diff, validation
+from boostax._src import tree_diff, validation
+from boostax._src.step import context as step_context
 
 PyTree = Any
 

@@ -17,30 +17,30 @@ Example:
   (True, 0.1)
 """
 
-from boostax._src.config_sections import BoostSection as BoostSection
-from boostax._src.config_sections import CommonSection as CommonSection
-from boostax._src.config_sections import (
+from boostax._src.config.sections import BoostSection as BoostSection
+from boostax._src.config.sections import CommonSection as CommonSection
+from boostax._src.config.sections import (
     DataParallelSection as DataParallelSection,
 )
-from boostax._src.config_sections import DimReduceSection as DimReduceSection
-from boostax._src.config_sections import (
+from boostax._src.config.sections import DimReduceSection as DimReduceSection
+from boostax._src.config.sections import (
     GradAccumulationSection as GradAccumulationSection,
 )
-from boostax._src.config_sections import GradFreezeSection as GradFreezeSection
-from boostax._src.config_sections import (
+from boostax._src.config.sections import GradFreezeSection as GradFreezeSection
+from boostax._src.config.sections import (
     LabelSmoothingSection as LabelSmoothingSection,
 )
-from boostax._src.config_sections import LessBNSection as LessBNSection
-from boostax._src.config_sections import (
+from boostax._src.config.sections import LessBNSection as LessBNSection
+from boostax._src.config.sections import (
     ProgressiveResizingSection as ProgressiveResizingSection,
 )
-from boostax._src.config_sections import (
+from boostax._src.config.sections import (
     SeqLenWarmupSection as SeqLenWarmupSection,
 )
-from boostax._src.config_sections import (
+from boostax._src.config.sections import (
     TestTimeFlipsSection as TestTimeFlipsSection,
 )
-from boostax._src.config_sections import (
+from boostax._src.config.sections import (
     WeightAveragingSection as WeightAveragingSection,
 )
 

@@ -16,25 +16,33 @@ Example:
   True
 """
 
-from boostax._src.accelerators import ACCELERATORS as ACCELERATORS
-from boostax._src.accelerators import Accelerator as Accelerator
-from boostax._src.cost import CostReport as CostReport
-from boostax._src.cost import cost_report as cost_report
-from boostax._src.executable_cost import ExecutableCost as ExecutableCost
-from boostax._src.executable_cost import executable_cost as executable_cost
-from boostax._src.hlo_kernels import kernel_counts as kernel_counts
-from boostax._src.state_bytes import (
+from boostax._src.measure.accelerators import ACCELERATORS as ACCELERATORS
+from boostax._src.measure.accelerators import Accelerator as Accelerator
+from boostax._src.measure.cost import CostReport as CostReport
+from boostax._src.measure.cost import cost_report as cost_report
+from boostax._src.measure.executable_cost import (
+    ExecutableCost as ExecutableCost,
+)
+from boostax._src.measure.executable_cost import (
+    executable_cost as executable_cost,
+)
+from boostax._src.measure.hlo_kernels import kernel_counts as kernel_counts
+from boostax._src.measure.state_bytes import (
     state_bytes_per_device as state_bytes_per_device,
 )
-from boostax._src.step_bytes import SavedActivations as SavedActivations
-from boostax._src.step_bytes import StepBytes as StepBytes
-from boostax._src.step_bytes import collective_bytes as collective_bytes
-from boostax._src.step_bytes import compute_dtypes as compute_dtypes
-from boostax._src.step_bytes import replica_groups as replica_groups
-from boostax._src.step_bytes import saved_activations as saved_activations
-from boostax._src.timing import interleaved_timings as interleaved_timings
-from boostax._src.timing import paired_ratio as paired_ratio
-from boostax._src.train_step_bytes import step_bytes as step_bytes
+from boostax._src.measure.step_bytes import SavedActivations as SavedActivations
+from boostax._src.measure.step_bytes import StepBytes as StepBytes
+from boostax._src.measure.step_bytes import collective_bytes as collective_bytes
+from boostax._src.measure.step_bytes import compute_dtypes as compute_dtypes
+from boostax._src.measure.step_bytes import replica_groups as replica_groups
+from boostax._src.measure.step_bytes import (
+    saved_activations as saved_activations,
+)
+from boostax._src.measure.timing import (
+    interleaved_timings as interleaved_timings,
+)
+from boostax._src.measure.timing import paired_ratio as paired_ratio
+from boostax._src.measure.train_step_bytes import step_bytes as step_bytes
 
 __all__ = (
     "ACCELERATORS",

@@ -20,9 +20,9 @@ Example:
   True
 """
 
-from boostax._src.executables import Executables as Executables
-from boostax._src.objective_options import PlainRecipe as PlainRecipe
-from boostax._src.step_builder import StepBuilder as StepBuilder
-from boostax._src.step_plan import StepPlan as StepPlan
+from boostax._src.step.builder import StepBuilder as StepBuilder
+from boostax._src.step.executables import Executables as Executables
+from boostax._src.step.objective_options import PlainRecipe as PlainRecipe
+from boostax._src.step.plan import StepPlan as StepPlan
 
 __all__ = ("Executables", "PlainRecipe", "StepBuilder", "StepPlan")

@@ -13,9 +13,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from boostax._src import adasum as adasum_lib
-from boostax._src import data_parallel as data_parallel_lib
 from boostax._src import validation
+from boostax._src.distributed import adasum as adasum_lib
+from boostax._src.distributed import data_parallel as data_parallel_lib
 
 
 class AdaSum:

@@ -17,13 +17,13 @@ import optax
 
 from boostax._src import accumulation as accumulation_lib
 from boostax._src import auto_boost as auto_boost_lib
-from boostax._src import boost_components as components
-from boostax._src import config as config_lib
-from boostax._src import less_bn as less_bn_lib
-from boostax._src import train_step as train_step_lib
 from boostax._src import validation
+from boostax._src.config import boost_config as config_lib
+from boostax._src.config import components
+from boostax._src.less_bn import api as less_bn_lib
 from boostax._src.mindspore.freeze import FreezeOpt, GradientFreeze
 from boostax._src.mindspore.less_bn import LessBN
+from boostax._src.step import train_step as train_step_lib
 
 
 class AutoBoost:

@@ -17,8 +17,9 @@ import numpy as np
 import optax
 from flax import linen as nn
 
-from boostax._src import dim_reduce as dim_reduce_lib
-from boostax._src import objectives, validation
+from boostax._src import validation
+from boostax._src.dim_reduce import quasi_newton as dim_reduce_lib
+from boostax._src.step import objectives
 
 
 class DimReduce:

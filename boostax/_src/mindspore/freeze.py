@@ -16,11 +16,13 @@ import jax
 import numpy as np
 import optax
 
-from boostax._src import config_sections, groups, objectives, validation
-from boostax._src import freeze_groups as freeze_groups_lib
-from boostax._src import freeze_sequence as freeze_sequence_lib
-from boostax._src import freezing as freezing_lib
-from boostax._src import train_step as train_step_lib
+from boostax._src import groups, validation
+from boostax._src.config import sections as config_sections
+from boostax._src.freezing import groups as freeze_groups_lib
+from boostax._src.freezing import plan as freezing_lib
+from boostax._src.freezing import sequence as freeze_sequence_lib
+from boostax._src.step import objectives
+from boostax._src.step import train_step as train_step_lib
 
 
 def _as_path(leaf) -> tuple[str, ...]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from boostax._src import less_bn as less_bn_lib
 from boostax._src import validation
+from boostax._src.less_bn import api as less_bn_lib
 
 
 def LessBN(  # noqa: N802

@@ -18,14 +18,9 @@ import optax
 from flax import linen as nn
 from flax import nnx
 
-from boostax._src import (
-    centralization,
-    fan_in,
-    groups,
-    model_graph,
-    validation,
-)
-from boostax._src import less_bn as less_bn_lib
+from boostax._src import groups, model_graph, validation
+from boostax._src.less_bn import api as less_bn_lib
+from boostax._src.less_bn import centralization, fan_in
 
 
 class ParameterProcess:

@@ -17,15 +17,16 @@ import numpy as np
 import optax
 
 from boostax._src import accumulation as accumulation_lib
-from boostax._src import boost_components as components
-from boostax._src import config as config_lib
-from boostax._src import dim_reduce as dim_reduce_lib
 from boostax._src import loss_scale as loss_scale_lib
-from boostax._src import objectives, tree_utils, validation
-from boostax._src import train_step as train_step_lib
+from boostax._src import tree_utils, validation
+from boostax._src.config import boost_config as config_lib
+from boostax._src.config import components
+from boostax._src.dim_reduce import quasi_newton as dim_reduce_lib
 from boostax._src.mindspore.accumulation import GradientAccumulation
 from boostax._src.mindspore.freeze import FreezeOpt
 from boostax._src.mindspore.loss_scale import GroupLossScaleManager
+from boostax._src.step import objectives
+from boostax._src.step import train_step as train_step_lib
 
 
 def _check_scale(name: str, value: Any) -> float:
