@@ -107,6 +107,7 @@ class ArmSpec:
       learning_rate_scale: the peak learning rate times this (a control:
         an algorithm that enlarges the steps is compared with plain Optax
         at a larger rate).
+      muon: Optax's Muon instead of AdamW (`lm.Workload.optimizer`).
     """
 
     level: str = "O0"
@@ -116,6 +117,7 @@ class ArmSpec:
     mesh: bool = False
     dim_reduce: bool = False
     learning_rate_scale: float = 1.0
+    muon: bool = False
 
 
 # The arms beside plain Optax, one line each: a mixed-precision arm is
@@ -230,7 +232,7 @@ def boost_arm(
     optimizer = dataclasses.replace(
         workload,
         learning_rate=workload.learning_rate * spec.learning_rate_scale,
-    ).optimizer(_updates(workload, spec))
+    ).optimizer(_updates(workload, spec), muon=spec.muon)
     if spec.centralize:
         # Each kernel over its layer's fan-in (attention projections by
         # `in`, the output projection by (heads, head_dim), no embedding).

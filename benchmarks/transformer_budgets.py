@@ -60,6 +60,17 @@ lost). One seed at the full budget, plain's runs reused:
         --reuse-plain benchmarks/results/transformer_budgets.json \
         --out benchmarks/results/transformer_budgets_variants.json  # ~1 h
 
+Methods that buy loss per step, tried the same way (`VARIANTS`): "Muon"
+(Optax's `optax.contrib.muon` in place of AdamW, at the same peak rate and
+schedule: `lm.Workload.optimizer`'s ``muon``), "seq warm-up + Muon", and
+"seq warm-up + EMA 0.98" (an average of the weights, evaluated):
+
+    python benchmarks/transformer_budgets.py --arms Muon \
+        "seq warm-up + Muon" "seq warm-up + EMA 0.98" \
+        --budget-fractions 1 --seeds 1 --full-budget-seeds 1 \
+        --reuse-plain benchmarks/results/transformer_budgets.json \
+        --out benchmarks/results/transformer_budgets_variants2.json
+
 Full runs on two quiet cores, each about 50 minutes an arm (training:
 11.75 full budgets an arm; timing: 1.5; evaluation: 17 passes over 1.1 MB),
 cold compiles (the compile column). Training is deterministic, so a run
@@ -231,6 +242,17 @@ ARMS: dict[str, transformer.ArmSpec | Callable[[int], Any]] = {
     "seq warm-up lr x2": _seq_warmup(learning_rate_scale=2.0),
     "seq warm-up step 32": _seq_warmup(min_seq_length=32, step_size=32),
     "seq warm-up 0.15": _seq_warmup(duration=0.15),
+    # Methods that buy loss per step, tried on top (`VARIANTS`): Optax's
+    # Muon for AdamW, alone and with the warm-up; an EMA of the weights.
+    "Muon": transformer.ArmSpec(muon=True),
+    "seq warm-up + Muon": dataclasses.replace(_SEQ_WARMUP, muon=True),
+    "seq warm-up + EMA 0.98": dataclasses.replace(
+        _SEQ_WARMUP,
+        config={
+            **_SEQ_WARMUP.config,
+            "weight_averaging": {"enabled": True, "decay": 0.98},
+        },
+    ),
 }
 #: Arms run only when named (``--arms``), not by default: one-seed probes,
 #: the text recipe that was (its runs are in the results), and "seq
@@ -243,6 +265,9 @@ VARIANTS = (
     "seq warm-up lr x2",
     "seq warm-up step 32",
     "seq warm-up 0.15",
+    "Muon",
+    "seq warm-up + Muon",
+    "seq warm-up + EMA 0.98",
 )
 
 

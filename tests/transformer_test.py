@@ -8,6 +8,7 @@ import os
 import tempfile
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest
@@ -113,6 +114,29 @@ class BudgetWorkloadTest(absltest.TestCase):
             dataclasses.replace(workload, warmup_steps=25)
         with self.assertRaisesRegex(ValueError, r"\[0, 1\), got 1.5"):
             dataclasses.replace(workload, warmup_fraction=1.5)
+
+    def test_muon_orthogonalises_the_matrices_on_the_same_schedule(self):
+        workload = dataclasses.replace(
+            _workload(), warmup_steps=None, warmup_fraction=0.05
+        )
+        params = {"w": np.ones((4, 3), np.float32), "b": np.ones(3, np.float32)}
+        gradient = np.array(
+            [[10, 0, 0], [0, 1, 0], [0, 0, 0.2], [1, 1, 1]], np.float32
+        )
+        muon = workload.optimizer(400, muon=True)
+        state = muon.init(params)
+        self.assertEqual(float(state.hyperparams["horizon"]), 400.0)
+        self.assertEqual(float(state.hyperparams["warmup"]), 20.0)
+        updates, _ = jax.jit(muon.update)(
+            {"w": gradient, "b": np.ones(3, np.float32)}, state, params
+        )
+        # Newton-Schulz: the matrix's update has about equal singular
+        # values, where its gradient's span a factor of 15.
+        singular = np.linalg.svd(np.asarray(updates["w"]), compute_uv=False)
+        self.assertGreater(np.linalg.cond(gradient), 15.0)
+        self.assertLess(singular[0] / singular[-1], 1.7)  # AdamW: 2.0
+        with self.assertRaisesRegex(ValueError, "warmup_fraction"):
+            _workload().optimizer(muon=True)
 
     def test_validation_losses_per_window_in_chunks(self):
         workload = dataclasses.replace(_workload(), validation_windows=None)

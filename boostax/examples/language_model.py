@@ -152,11 +152,29 @@ class Workload:
         )
 
     def optimizer(
-        self, updates: int | None = None
+        self, updates: int | None = None, *, muon: bool = False
     ) -> optax.GradientTransformation:
         """AdamW with its schedule stretched over `updates` optimizer
-        updates (default: `steps`; fewer with gradient accumulation)."""
+        updates (default: `steps`; fewer with gradient accumulation).
+
+        With `muon` (the budgets protocol's schedule only), Optax's Muon
+        instead: its orthogonalised momentum on the 2-D weights, scaled to
+        AdamW's update RMS (``consistent_rms=0.2``, Moonlight's rule) so
+        that the same peak rate and schedule apply; Adam on the others.
+        """
         updates = updates or self.steps
+        if muon:
+            if self.warmup_steps is not None:
+                raise ValueError(
+                    "`muon` runs the budgets protocol's schedule: give "
+                    f"`warmup_fraction`, got warmup_steps={self.warmup_steps}."
+                )
+            return optax.inject_hyperparams(_scheduled_muon)(
+                learning_rate=self.learning_rate,
+                warmup=float(round((self.warmup_fraction or 0) * updates)),
+                horizon=float(updates),
+                weight_decay=self.weight_decay,
+            )
         if self.warmup_steps is None:  # then `warmup_fraction` is given
             return optax.inject_hyperparams(_scheduled_adamw)(
                 learning_rate=self.learning_rate,
@@ -194,6 +212,19 @@ class Workload:
     def sample_inputs(self) -> np.ndarray:
         """One window of inputs, for the algorithms that trace the model."""
         return self.validation[0][:1]
+
+
+def _scheduled_muon(learning_rate, warmup, horizon, weight_decay):
+    def schedule(count):
+        return schedules.warmup_cosine(count, learning_rate, warmup, horizon)
+
+    return optax.contrib.muon(
+        schedule,
+        weight_decay=weight_decay,
+        consistent_rms=0.2,
+        adam_learning_rate=schedule,
+        adam_weight_decay=weight_decay,
+    )
 
 
 def _scheduled_adamw(learning_rate, warmup, horizon, weight_decay):
