@@ -163,20 +163,14 @@ class Workload:
         that the same peak rate and schedule apply; Adam on the others.
         """
         updates = updates or self.steps
-        if muon:
-            if self.warmup_steps is not None:
-                raise ValueError(
-                    "`muon` runs the budgets protocol's schedule: give "
-                    f"`warmup_fraction`, got warmup_steps={self.warmup_steps}."
-                )
-            return optax.inject_hyperparams(_scheduled_muon)(
-                learning_rate=self.learning_rate,
-                warmup=float(round((self.warmup_fraction or 0) * updates)),
-                horizon=float(updates),
-                weight_decay=self.weight_decay,
+        if muon and self.warmup_steps is not None:
+            raise ValueError(
+                "`muon` runs the budgets protocol's schedule: give "
+                f"`warmup_fraction`, got warmup_steps={self.warmup_steps}."
             )
         if self.warmup_steps is None:  # then `warmup_fraction` is given
-            return optax.inject_hyperparams(_scheduled_adamw)(
+            scheduled = _scheduled_muon if muon else _scheduled_adamw
+            return optax.inject_hyperparams(scheduled)(
                 learning_rate=self.learning_rate,
                 warmup=float(round((self.warmup_fraction or 0) * updates)),
                 horizon=float(updates),
@@ -214,10 +208,18 @@ class Workload:
         return self.validation[0][:1]
 
 
-def _scheduled_muon(learning_rate, warmup, horizon, weight_decay):
-    def schedule(count):
-        return schedules.warmup_cosine(count, learning_rate, warmup, horizon)
+def _schedule(learning_rate, warmup, horizon):
+    """The budgets protocol's warm-up + cosine, as a function of the count."""
+    return functools.partial(
+        schedules.warmup_cosine,
+        peak=learning_rate,
+        warmup=warmup,
+        horizon=horizon,
+    )
 
+
+def _scheduled_muon(learning_rate, warmup, horizon, weight_decay):
+    schedule = _schedule(learning_rate, warmup, horizon)
     return optax.contrib.muon(
         schedule,
         weight_decay=weight_decay,
@@ -229,10 +231,7 @@ def _scheduled_muon(learning_rate, warmup, horizon, weight_decay):
 
 def _scheduled_adamw(learning_rate, warmup, horizon, weight_decay):
     return optax.adamw(
-        lambda count: schedules.warmup_cosine(
-            count, learning_rate, warmup, horizon
-        ),
-        weight_decay=weight_decay,
+        _schedule(learning_rate, warmup, horizon), weight_decay=weight_decay
     )
 
 
